@@ -1,0 +1,76 @@
+"""The citation catalog: every stored observation's stub, outside the prompt, shown one page
+at a time.
+
+Stub j (creation order, 1-based) is on page ceil(j/p) and on no other page; a page holds at
+most p = ``ArcConfig.stubs_per_page`` stubs of at most ``stub_max_tokens`` each plus a header,
+so it costs at most P tokens. From page 1, ``_catalog next`` reaches stub j within ceil(j/p)
+pages. Pages only ever gain stubs at the end, so a full page's text never changes.
+
+Run ``python -m arc_vllm.core.catalog`` to print the pages of a small example.
+"""
+
+from __future__ import annotations
+
+import math
+
+from arc_vllm.core.commands import CatalogNext, CatalogPage
+from arc_vllm.core.recall import CommandResult
+
+
+class Catalog:
+    def __init__(self, store, book, config):
+        self.store = store
+        self.book = book
+        self.per_page = config.stubs_per_page
+        self.current = 1
+
+    @property
+    def num_pages(self) -> int:
+        return max(1, math.ceil(len(self.store) / self.per_page))
+
+    def page_ids(self, page: int) -> list[str]:
+        ids = self.store.ids()
+        return ids[(page - 1) * self.per_page: page * self.per_page]
+
+    def page_of(self, id: str) -> int:
+        return self.store.ids().index(id) // self.per_page + 1
+
+    def render(self, page: int | None = None) -> str:
+        """The text of one page ('' while the store is empty); every stub shown is cited."""
+        page = self.current if page is None else page
+        ids = self.page_ids(page)
+        if not ids:
+            return ""
+        first = (page - 1) * self.per_page + 1
+        header = (f"[ARC catalog page {page}/{self.num_pages} · observations {first}-"
+                  f"{first + len(ids) - 1} of {len(self.store)} · `_catalog next` · "
+                  "`_catalog page <n>` · `_recall §id`]")
+        return "\n".join([header, *(self.book.cite(id) for id in ids)])
+
+    def execute(self, command) -> CommandResult:
+        if isinstance(command, CatalogNext):
+            if self.current >= self.num_pages:
+                self.current = 1
+                return CommandResult(True, f"catalog: wrapped around to page 1 of {self.num_pages}")
+            self.current += 1
+            return CommandResult(True, f"catalog: page {self.current} of {self.num_pages} shown")
+        assert isinstance(command, CatalogPage)
+        if command.page > self.num_pages:
+            return CommandResult(False, f"catalog: no page {command.page}; pages are "
+                                        f"1..{self.num_pages}")
+        self.current = command.page
+        return CommandResult(True, f"catalog: page {self.current} of {self.num_pages} shown")
+
+
+if __name__ == "__main__":
+    from arc_vllm.core.citation import CitationBook
+    from arc_vllm.core.config import ArcConfig
+    from arc_vllm.core.store import ObsStore
+    from arc_vllm.core.tokens import TiktokenCounter
+
+    config, store = ArcConfig(catalog_budget_tokens=400, stub_max_tokens=100), ObsStore()
+    for step in range(7):
+        store.append(f"cat file{step}.txt", f"contents of file {step}\n" * 30, step=step)
+    catalog = Catalog(store, CitationBook(store, TiktokenCounter(), config), config)
+    for page in range(1, catalog.num_pages + 1):
+        print(catalog.render(page), end="\n\n")

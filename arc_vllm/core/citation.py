@@ -1,0 +1,101 @@
+"""Citation stubs and the Cited set.
+
+A stub stands in the view for an observation that is not shown verbatim:
+
+    §1f3a9c0d · cat secrets.txt · 5,210 chars · 87 lines · rc 0 · step 3
+      head: THE NEEDLE FOR THIS TASK⏎…
+      tail: …end of file⏎
+      (_recall §1f3a9c0d for the full text)
+
+Stub text is a pure function of the stored record, the preview sizes and the tokenizer, and
+is capped at ``stub_max_tokens`` (previews shrink first), so every stub costs at most c
+tokens and a catalog page of p stubs at most P. The bare form is just ``§id``.
+
+``CitationBook`` issues stubs and keeps the Cited set: once an id has been shown as a
+handle, every later view shows it with the same id and the same stub text (or the bare
+form), never a new summary. Run ``python -m arc_vllm.core.citation`` for an example.
+"""
+
+from __future__ import annotations
+
+from arc_vllm.core.store import ObsRecord
+
+NEWLINE_MARK = "⏎"
+SIGNATURE_CHARS = 60
+
+
+def bare(id: str) -> str:
+    return f"§{id}"
+
+
+def _preview(text: str) -> str:
+    return text.replace("\r\n", NEWLINE_MARK).replace("\n", NEWLINE_MARK).replace("\r", NEWLINE_MARK)
+
+
+def _short(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[:limit - 1] + "…"
+
+
+def format_stub(record: ObsRecord, head_chars: int, tail_chars: int, signature_chars: int) -> str:
+    rc = "rc -" if record.returncode is None else f"rc {record.returncode}"
+    lines = [f"§{record.id} · {_short(_preview(record.signature), signature_chars) or '(no action)'}"
+             f" · {record.chars:,} chars · {record.lines:,} lines · {rc} · step {record.step}"]
+    head = record.head[:head_chars]
+    tail = record.tail[-tail_chars:] if tail_chars and record.tail else ""
+    if head:
+        more = "…" if len(head) < record.chars else ""
+        lines.append(f"  head: {_preview(head)}{more}")
+    if tail:
+        lines.append(f"  tail: …{_preview(tail)}")
+    lines.append(f"  (_recall §{record.id} for the full text)")
+    return "\n".join(lines)
+
+
+def make_stub(record: ObsRecord, counter, head_chars: int, tail_chars: int, max_tokens: int) -> str:
+    """The stub for ``record``, shrunk until it fits in ``max_tokens`` tokens."""
+    signature_chars = SIGNATURE_CHARS
+    while True:
+        text = format_stub(record, head_chars, tail_chars, signature_chars)
+        if counter.count(text) <= max_tokens:
+            return text
+        if head_chars or tail_chars:
+            head_chars, tail_chars = head_chars // 2, tail_chars // 2
+        elif signature_chars > 8:
+            signature_chars //= 2
+        else:
+            return f"§{record.id} · {record.chars:,} chars (_recall §{record.id})"
+
+
+class CitationBook:
+    """Issues stubs (cached: a stub's text never changes) and keeps the Cited set."""
+
+    def __init__(self, store, counter, config):
+        self.store = store
+        self.counter = counter
+        self.config = config
+        self._stubs: dict[str, str] = {}
+        self.cited: set[str] = set()
+
+    def stub(self, id: str) -> str:
+        text = self._stubs.get(id)
+        if text is None:
+            text = make_stub(self.store.get(id), self.counter, self.config.head_preview_chars,
+                             self.config.tail_preview_chars, self.config.stub_max_tokens)
+            self._stubs[id] = text
+        return text
+
+    def cite(self, id: str) -> str:
+        """The stub, and ``id`` joins the Cited set."""
+        self.cited.add(id)
+        return self.stub(id)
+
+
+if __name__ == "__main__":
+    from arc_vllm.core.config import ArcConfig
+    from arc_vllm.core.store import ObsStore
+    from arc_vllm.core.tokens import TiktokenCounter
+
+    store = ObsStore()
+    record = store.append("cat secrets.txt", "THE NEEDLE FOR THIS TASK\n" + "noise\n" * 500,
+                          step=3, returncode=0)
+    print(CitationBook(store, TiktokenCounter(), ArcConfig()).cite(record.id))

