@@ -1,7 +1,12 @@
-"""The citation catalog: every stored observation's stub, outside the prompt, shown one page
-at a time.
+"""The citation catalog: the stub of every observation that has left the verbatim view,
+kept outside the prompt and shown one page at a time.
 
-Stub j (creation order, 1-based) is on page ceil(j/p) and on no other page; a page holds at
+An observation joins the catalog when compaction moves its turn out of the recent suffix
+(observations still shown verbatim need no handle yet), so every observation not shown in
+full has its stub here, and the catalog changes only at a compaction: between compactions
+the page in the view is byte-identical, which keeps the engine's prefix cache warm.
+
+Stub j (order of entry, 1-based) is on page ceil(j/p) and on no other page; a page holds at
 most p = ``ArcConfig.stubs_per_page`` stubs of at most ``stub_max_tokens`` each plus a header,
 so it costs at most P tokens. From page 1, ``_catalog next`` reaches stub j within ceil(j/p)
 pages. Pages only ever gain stubs at the end, so a full page's text never changes.
@@ -18,22 +23,34 @@ from arc_vllm.core.recall import CommandResult
 
 
 class Catalog:
-    def __init__(self, store, book, config):
-        self.store = store
+    def __init__(self, book, config):
         self.book = book
         self.per_page = config.stubs_per_page
         self.current = 1
+        self.entries: list[str] = []
+        self._position: dict[str, int] = {}
+
+    def add(self, id: str) -> None:
+        """Append ``id``'s stub (once; later adds of the same id change nothing)."""
+        if id not in self._position:
+            self._position[id] = len(self.entries)
+            self.entries.append(id)
+
+    def __contains__(self, id: str) -> bool:
+        return id in self._position
+
+    def __len__(self) -> int:
+        return len(self.entries)
 
     @property
     def num_pages(self) -> int:
-        return max(1, math.ceil(len(self.store) / self.per_page))
+        return max(1, math.ceil(len(self.entries) / self.per_page))
 
     def page_ids(self, page: int) -> list[str]:
-        ids = self.store.ids()
-        return ids[(page - 1) * self.per_page: page * self.per_page]
+        return self.entries[(page - 1) * self.per_page: page * self.per_page]
 
     def page_of(self, id: str) -> int:
-        return self.store.ids().index(id) // self.per_page + 1
+        return self._position[id] // self.per_page + 1
 
     def render(self, page: int | None = None) -> str:
         """The text of one page ('' while the store is empty); every stub shown is cited."""
@@ -42,8 +59,8 @@ class Catalog:
         if not ids:
             return ""
         first = (page - 1) * self.per_page + 1
-        header = (f"[ARC catalog page {page}/{self.num_pages} · observations {first}-"
-                  f"{first + len(ids) - 1} of {len(self.store)} · `_catalog next` · "
+        header = (f"[ARC catalog page {page}/{self.num_pages} · stubs {first}-"
+                  f"{first + len(ids) - 1} of {len(self.entries)} · `_catalog next` · "
                   "`_catalog page <n>` · `_recall §id`]")
         return "\n".join([header, *(self.book.cite(id) for id in ids)])
 
@@ -71,6 +88,8 @@ if __name__ == "__main__":
     config, store = ArcConfig(catalog_budget_tokens=400, stub_max_tokens=100), ObsStore()
     for step in range(7):
         store.append(f"cat file{step}.txt", f"contents of file {step}\n" * 30, step=step)
-    catalog = Catalog(store, CitationBook(store, TiktokenCounter(), config), config)
+    catalog = Catalog(CitationBook(store, TiktokenCounter(), config), config)
+    for id in store.ids():
+        catalog.add(id)
     for page in range(1, catalog.num_pages + 1):
         print(catalog.render(page), end="\n\n")

@@ -59,12 +59,12 @@ _PATTERNS = [
     (re.compile(r"_catalog\s+next"), lambda m: CatalogNext()),
     (re.compile(r"_catalog\s+page\s+(?P<page>\d+)"), lambda m: CatalogPage(int(m["page"]))),
 ]
-_PREFIX = re.compile(r"_(recall|catalog)\b")
+_PREFIX = re.compile(r"_(recall_meta|recall|catalog)\b")
 
 
 def parse_line(line: str) -> Command | None:
     """The command on one line of action text, or None when the line is not a command."""
-    text = line.strip().strip("`").strip()
+    text = line.strip().lstrip("`").rstrip("`.,;:!?)] \t").strip()
     if not _PREFIX.match(text):
         return None
     for pattern, build in _PATTERNS:

@@ -43,7 +43,7 @@ class ArcContext:
             head_preview_chars=config.head_preview_chars,
             tail_preview_chars=config.tail_preview_chars)
         self.book = CitationBook(self.store, self.counter, config)
-        self.catalog = Catalog(self.store, self.book, config)
+        self.catalog = Catalog(self.book, config)
         self.recall = RecallController(self.store, self.book, self.counter, config)
         self.summarizer = Summarizer(self.store, self.book, self.counter, config)
         self.sizer = MessageSizer(self.counter)
@@ -159,13 +159,22 @@ class ArcContext:
     def _recent_tokens(self, boundary: int) -> int:
         return sum(self._turn_form(index)[2] for index in range(boundary, len(self.turns)))
 
+    def _move_boundary(self, boundary: int) -> None:
+        """Turns before ``boundary`` join S; their observations join the catalog."""
+        for turn in self.turns[self.state.boundary:boundary]:
+            if turn.obs_id is not None:
+                self.catalog.add(turn.obs_id)
+        self.state.boundary = max(self.state.boundary, boundary)
+
     def _compact(self, force: bool = False) -> None:
         state = self.state
-        keep = len(self.turns) - self.config.recent_turns
-        state.boundary = max(state.boundary, keep)
+        self._move_boundary(len(self.turns) - self.config.recent_turns)
+        # Leave a quarter of R free, so the next turns append without another compaction
+        # (each compaction costs the engine the cached prefix after S).
+        target = self.config.recent_budget_tokens * 3 // 4
         while (state.boundary < len(self.turns) - 1
-               and self._recent_tokens(state.boundary) > self.config.recent_budget_tokens):
-            state.boundary += 1
+               and self._recent_tokens(state.boundary) > target):
+            self._move_boundary(state.boundary + 1)
         self.summarizer.shrink(self.turns, state, self.config.summary_budget_tokens, self.sizer.text)
         state.num_compactions += 1
 
@@ -174,7 +183,7 @@ class ArcContext:
         if self.recall.materialized:
             self.recall.evict_oldest()
         elif state.boundary < len(self.turns) - 1:
-            state.boundary += 1
+            self._move_boundary(state.boundary + 1)
             self.summarizer.shrink(self.turns, state, self.config.summary_budget_tokens,
                                    self.sizer.text)
         elif state.elided < state.boundary:

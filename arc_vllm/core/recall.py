@@ -1,14 +1,15 @@
 """Recall: serving ``_recall`` / ``_recall_meta`` from the ObsStore, within the paper's limits.
 
 - A valid recall materialises the stored text exactly into the recalled-content block U.
-- A body over q tokens (or over ``recall_max_chars``) comes back as exact, non-overlapping
-  chunks of at most q tokens of the body's own tokenisation; ``ceil(n/q)`` of them when no
-  character is split across tokens at a boundary (a boundary never splits a character, which
-  can add a chunk). Their concatenation is the body, always. A whole-body request for such a
-  body serves chunk 1 and says how many follow.
-- Limits: at most r recalls per step; ``recall_max_chars`` per whole-body recall (chunks are
-  bounded by q tokens instead, so every body stays recoverable); ``recall_budget_chars`` for
-  all materialised text together, least-recently-used bodies falling back to stubs first.
+- A body over q tokens or over ``recall_max_chars`` comes back as exact, non-overlapping
+  chunks of at most q tokens (of the body's own tokenisation) and at most
+  ``recall_max_chars`` characters. There are ``ceil(n/q)`` of them when the character limit
+  does not bind and no character is split across tokens at a cut (a cut never splits a
+  character, which can add a chunk). Their concatenation is the body, always. A whole-body
+  request for such a body serves chunk 1 and says how many follow.
+- Limits: at most r recalls per step; ``recall_max_chars`` per recall (enforced by the chunk
+  size, so every body stays recoverable); ``recall_budget_chars`` for all materialised text
+  together, least-recently-used bodies falling back to stubs first.
   Each refusal names the limit and says how to proceed.
 - An unknown id gets nearest-match suggestions from this store only (prefix, edit distance,
   signature), never a silent failure.
@@ -18,6 +19,7 @@ Run ``python -m arc_vllm.core.recall`` for a demonstration with o200k_base.
 
 from __future__ import annotations
 
+import bisect
 import math
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -25,9 +27,11 @@ from dataclasses import dataclass
 from arc_vllm.core.commands import Recall, RecallMeta
 
 
-def chunk_bounds(text: str, token_starts: list[int], q: int) -> list[tuple[int, int]]:
-    """Character spans of the chunks of ``text``: at most ``q`` tokens each, cut only
-    between characters, covering ``text`` exactly once in order."""
+def chunk_bounds(text: str, token_starts: list[int], q: int,
+                 max_chars: int | None = None) -> list[tuple[int, int]]:
+    """Character spans of the chunks of ``text``: at most ``q`` tokens and ``max_chars``
+    characters each (a single longer token is the only exception), cut only between
+    characters, covering ``text`` exactly once in order."""
     n = len(token_starts)
     if n == 0:
         return [(0, len(text))]
@@ -36,9 +40,20 @@ def chunk_bounds(text: str, token_starts: list[int], q: int) -> list[tuple[int, 
     char = 0
     while token < n:
         end = min(token + q, n)
-        # Several tokens may start inside one character (byte-level BPE); cut before it.
-        while end < n and end > token + 1 and token_starts[end] <= token_starts[end - 1]:
-            end -= 1
+        if max_chars is not None and len(text) - char > max_chars:
+            # Cut at the last token that starts within max_chars of this chunk's start.
+            by_chars = bisect.bisect_right(token_starts, char + max_chars, token + 1, n) - 1
+            end = max(token + 1, min(end, by_chars))
+        # Several tokens may start inside one character (byte-level BPE); cut before it, or
+        # after it when the character is the chunk's first (q >= 4 tokens holds any character).
+        cut = end
+        while cut < n and cut > token and token_starts[cut] <= token_starts[cut - 1]:
+            cut -= 1
+        if cut == token:
+            cut = end
+            while cut < n and token_starts[cut] <= token_starts[cut - 1]:
+                cut += 1
+        end = cut
         char_end = token_starts[end] if end < n else len(text)
         bounds.append((char, char_end))
         char, token = char_end, end
@@ -96,7 +111,7 @@ class RecallController:
         bounds = self._chunks.get(id)
         if bounds is None:
             bounds = chunk_bounds(record.content, self.counter.token_starts(record.content),
-                                  self.config.recall_chunk_tokens)
+                                  self.config.recall_chunk_tokens, self.config.recall_max_chars)
             self._chunks[id] = bounds
         return [record.content[start:end] for start, end in bounds]
 
@@ -116,23 +131,18 @@ class RecallController:
             hint = (f" Did you mean {', '.join('§' + id for id in near)}?" if near
                     else " `_catalog next` lists the stored observations.")
             return self._refuse(f"no observation §{command.id} in this session.{hint}")
-        self._recalls_this_step += 1
-        self.num_recalls += 1
         record = self.store.get(command.id)
-        self.store.note_recall(record.id, step)
         if isinstance(command, RecallMeta):
+            self._count(record, step)
             return CommandResult(True, self.book.cite(record.id))
         assert isinstance(command, Recall)
         total = self.num_chunks(record.id)
         chunk = command.chunk
+        if chunk is not None and chunk > total:
+            return self._refuse(f"§{record.id} has {total} chunk(s); ask for 1..{total}")
         if chunk is None and total > 1:
             chunk = 1  # too large for one recall: serve the first chunk and say what follows
-        if chunk is None and record.chars > self.config.recall_max_chars:
-            chunk = 1
-        if chunk is not None and chunk > total:
-            self._recalls_this_step -= 1
-            self.num_recalls -= 1
-            return self._refuse(f"§{record.id} has {total} chunk(s); ask for 1..{total}")
+        self._count(record, step)
         key = (record.id, chunk if total > 1 or command.chunk else None)
         text = self.chunks(record.id)[chunk - 1] if chunk else record.content
         self._materialize(key, text)
@@ -143,6 +153,11 @@ class RecallController:
         follow = (f"; next: `_recall §{record.id} {chunk + 1}`" if chunk < total else "; last chunk")
         return CommandResult(True, f"§{record.id} chunk {chunk}/{total} recalled ({len(text):,} "
                                    f"chars), shown under RECALLED{follow}")
+
+    def _count(self, record, step: int) -> None:
+        self._recalls_this_step += 1
+        self.num_recalls += 1
+        self.store.note_recall(record.id, step)
 
     def _refuse(self, text: str) -> CommandResult:
         self.num_refused += 1

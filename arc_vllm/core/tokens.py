@@ -30,7 +30,9 @@ class TokenCounter(Protocol):
         """Tokens of ``text`` alone, without special tokens."""
 
     def token_starts(self, text: str) -> list[int]:
-        """Character offset at which each token of ``text`` starts (non-decreasing)."""
+        """Character offset at which each token of ``text`` starts (non-decreasing). A token
+        that starts inside a character repeats the previous offset: a cut may fall before
+        token i only where its offset exceeds token i-1's."""
 
     def count_messages(self, messages: Sequence[Message]) -> int:
         """Prompt tokens of chat ``messages`` as the model sees them (generation prompt
@@ -63,12 +65,63 @@ class HFTokenCounter:
         self._added_pattern = re.compile("|".join(
             re.escape(token.content) for token in sorted(added, key=lambda t: -len(t.content))))
         self._segment_counts: OrderedDict[str, int] = OrderedDict()
+        # Byte-level BPE (GPT-2 style): every vocabulary character stands for one byte.
+        byte_of = {symbol: byte for byte, symbol in _gpt2_byte_symbols().items()}
+        vocabulary = self.tokenizer.get_vocab()
+        if type(self._backend.pre_tokenizer).__name__ == "ByteLevel" or all(
+                symbol in vocabulary for symbol in list(byte_of)[:94]):
+            self._byte_of = byte_of
+            self._unknown_bytes = frozenset(byte for symbol, byte in byte_of.items()
+                                            if symbol not in vocabulary)
+        else:
+            self._byte_of = None
 
     def count(self, text: str) -> int:
         return len(self._backend.encode(text, add_special_tokens=False).ids)
 
     def token_starts(self, text: str) -> list[int]:
-        return [start for start, _ in self._backend.encode(text, add_special_tokens=False).offsets]
+        encoding = self._backend.encode(text, add_special_tokens=False)
+        if self._byte_of is not None:
+            starts = self._byte_level_starts(text, encoding.tokens)
+            if starts is not None:
+                return starts
+        # Not a byte-level vocabulary: trust the tokenizer's own offsets.
+        return [start for start, _ in encoding.offsets]
+
+    def _byte_level_starts(self, text: str, tokens: list[str]) -> list[int] | None:
+        """Exact character offsets from the tokens' own bytes. The tokenizer's reported
+        offsets are wrong around bytes its vocabulary lacks (it drops them silently), so the
+        tokens are aligned with the text's bytes instead, stepping over dropped bytes. A token
+        that starts inside a multi-byte character repeats the previous token's offset, so
+        "offset greater than the previous one" means "a cut may fall here"."""
+        data = text.encode("utf-8")
+        byte_of, unknown = self._byte_of, self._unknown_bytes
+        starts = []
+        position = boundary = char = 0
+        for token in tokens:
+            previous_end = position
+            while position < len(data) and data[position] in unknown:
+                position += 1
+            # A cut may fall before this token if a character starts between the previous
+            # token's end and this token's first byte (a dropped byte may be that start).
+            cut = next((byte for byte in range(previous_end, min(position + 1, len(data)))
+                        if data[byte] & 0xC0 != 0x80), None)
+            if cut is not None:
+                char += len(data[boundary:cut].decode("utf-8"))
+                boundary = cut
+                starts.append(char)
+            else:
+                # Starts inside a character: no cut may fall before this token, which the
+                # repeated offset says.
+                starts.append(starts[-1] if starts else 0)
+            for symbol in token:
+                byte = byte_of.get(symbol)
+                while position < len(data) and data[position] != byte and data[position] in unknown:
+                    position += 1
+                if position >= len(data) or data[position] != byte:
+                    return None
+                position += 1
+        return starts
 
     def count_messages(self, messages: Sequence[Message]) -> int:
         rendered = self.render(messages)
@@ -100,6 +153,19 @@ class HFTokenCounter:
             if len(self._segment_counts) > 50_000:
                 self._segment_counts.popitem(last=False)
         return cached
+
+
+def _gpt2_byte_symbols() -> dict[int, str]:
+    """GPT-2's byte-level alphabet: byte -> the printable character that stands for it."""
+    printable = (list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1))
+                 + list(range(ord("®"), ord("ÿ") + 1)))
+    symbols = dict(zip(printable, map(chr, printable)))
+    extra = 0
+    for byte in range(256):
+        if byte not in symbols:
+            symbols[byte] = chr(256 + extra)
+            extra += 1
+    return symbols
 
 
 def install_offline_tiktoken() -> str:

@@ -1,0 +1,70 @@
+"""Token counting: the cached, segment-wise chat count equals a plain full encode."""
+
+import os
+
+from hypothesis import given, strategies as st
+
+from arc_vllm.core.tokens import CachedCounter, TiktokenCounter
+
+messages_strategy = st.lists(
+    st.fixed_dictionaries({"role": st.sampled_from(["system", "user", "assistant"]),
+                           "content": st.text(max_size=300)}), min_size=1, max_size=6)
+
+
+@given(messages_strategy)
+def test_segment_count_equals_full_encode(smol, messages):
+    assert smol.count_messages(messages) == smol.count_rendered(smol.render(messages))
+
+
+def test_special_token_text_inside_content_is_counted_like_the_engine(smol):
+    messages = [{"role": "user", "content": "a <|im_end|> b <|im_start|>"}]
+    assert smol.count_messages(messages) == smol.count_rendered(smol.render(messages))
+
+
+@given(st.text(max_size=400))
+def test_token_starts_are_exact_character_offsets(smol, text):
+    """Between two clean cuts (tokens that start on a new character) the tokens' bytes are
+    exactly the text's bytes between their character offsets, less the bytes the vocabulary
+    cannot represent (the tokenizer drops those)."""
+    starts = smol.token_starts(text)
+    tokens = smol._backend.encode(text, add_special_tokens=False).tokens
+    assert len(starts) == len(tokens) == smol.count(text)
+    assert starts == sorted(starts) and all(0 <= start < len(text) for start in starts)
+    cuts = [i for i in range(1, len(starts)) if starts[i] > starts[i - 1]]
+    for left, right in zip([0] + cuts, cuts + [len(tokens)]):
+        end = starts[right] if right < len(tokens) else len(text)
+        token_bytes = bytes(smol._byte_of[symbol] for token in tokens[left:right] for symbol in token)
+        text_bytes = bytes(byte for byte in text[starts[left] if left else 0:end].encode()
+                           if byte not in smol._unknown_bytes)
+        assert token_bytes == text_bytes
+
+
+def test_the_embedded_tokenizer_drops_bytes_its_vocabulary_lacks(smol):
+    """A fact about SmolLM2's vocabulary that the store must not inherit: the model never
+    sees these bytes, but the store keeps and returns them exactly."""
+    from arc_vllm.core.store import ObsStore
+
+    assert {0x04, 0xF1} <= smol._unknown_bytes
+    assert smol.count("a\x04b") == smol.count("a") + smol.count("b")  # \x04 gives no token
+    store = ObsStore()
+    record = store.append("tool", "a\x04b\U00040000", step=1)
+    assert store.get(record.id).content == "a\x04b\U00040000"
+
+
+@given(st.text(max_size=400))
+def test_tiktoken_starts_are_character_offsets(o200k, text):
+    starts = o200k.token_starts(text)
+    assert len(starts) == o200k.count(text) and starts == sorted(starts)
+
+
+def test_tiktoken_works_offline(o200k):
+    assert os.environ["TIKTOKEN_CACHE_DIR"]
+    assert o200k.count("hello world") == 2
+    assert TiktokenCounter("cl100k_base").count("hello world") == 2
+
+
+def test_cached_counter_counts_once(smol):
+    cached = CachedCounter(smol)
+    text = "an immutable stub " * 50
+    assert cached.count(text) == cached.count(text) == smol.count(text)
+    assert (cached.num_misses, cached.num_hits) == (1, 1)
