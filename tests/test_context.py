@@ -141,3 +141,26 @@ def test_cited_stubs_never_change_text(smol):
             stub = context.book.stub(id)
             assert shown.setdefault(id, stub) == stub
     assert len(shown) > 10
+
+
+@pytest.mark.slow
+def test_a_long_history_with_huge_observations(smol):
+    """200 steps, among them 200k-character observations, duplicates and arbitrary Unicode:
+    the sizes the random histories reach only rarely."""
+    import random
+
+    rng = random.Random(7)
+    history = []
+    for step in range(200):
+        if step % 40 == 5:
+            history.append(("observe", step % 9, 200_000, rng.randrange(2**20)))
+        elif step % 10 == 3:
+            history.append(("repeat", rng.randrange(1000)))
+        elif step % 17 == 0:
+            history.append(("recall", rng.randrange(1000), rng.choice([None, 1, 2])))
+        else:
+            history.append(("observe", step % 9, rng.randrange(0, 6000), rng.randrange(2**20)))
+    context = ArcContext(ArcConfig.for_window(16384, 1024), smol, task="Keep going.")
+    observations = drive(context, history)
+    assert max(map(len, observations)) == 200_000
+    check_recall_and_history(context, observations)

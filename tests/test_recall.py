@@ -73,7 +73,7 @@ def test_small_body_comes_back_whole_and_exact(smol):
     record = store.append("cat s", "NEEDLE=ABC\x00é\n", step=1)
     assert controller.execute(Recall(record.id), step=2).ok
     assert controller.materialized[(record.id, None)] == "NEEDLE=ABC\x00é\n"
-    assert store.get(record.id).recall_count == 1 and store.get(record.id).last_recall_step == 2
+    assert store.recall_stats(record.id) == (1, 2)
 
 
 def test_per_step_limit_refuses_and_says_how_to_proceed(smol):

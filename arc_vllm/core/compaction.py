@@ -105,16 +105,23 @@ class Summarizer:
         """Collapse, then elide, the oldest entries until S fits ``budget`` tokens."""
         target = budget * 3 // 4
         text, estimate = self.summary(turns, state)
-        if sizer(text) <= budget:
+        # The estimate (sum of cached piece counts) is close; the exact count of S costs a
+        # full tokenisation, so it is taken only when the estimate cannot decide.
+        if estimate <= budget - budget // 16 and sizer(text) <= budget:
             return
         while state.collapsed < state.boundary and estimate > target:
+            index = state.collapsed
+            if index >= state.elided:
+                estimate += (self.entry(index, turns[index], BARE)[1]
+                             - self.entry(index, turns[index], FULL)[1])
             state.collapsed += 1
-            text, estimate = self.summary(turns, state)
         while state.elided < state.boundary and estimate > target:
+            index = state.elided
+            estimate -= self.entry(index, turns[index], BARE if index < state.collapsed else FULL)[1]
             state.elided += 1
             state.collapsed = max(state.collapsed, state.elided)
-            text, estimate = self.summary(turns, state)
-        # The estimate sums pieces; the real count is the arbiter.
+        # The real count is the arbiter.
+        text, _ = self.summary(turns, state)
         while sizer(text) > budget and state.elided < state.boundary:
             state.elided += 1
             state.collapsed = max(state.collapsed, state.elided)

@@ -20,11 +20,12 @@ from __future__ import annotations
 
 import hashlib
 import os
-from typing import Iterator
+from typing import Iterator, NamedTuple
 
 from arc_vllm.core.store_log import FileLog, MemoryLog, NewEvent
 
 SEPARATOR = b"\x1f"
+_new_tuple = tuple.__new__
 
 
 class UnknownObservation(KeyError):
@@ -34,27 +35,39 @@ class UnknownObservation(KeyError):
         return str(self.args[0]) if self.args else "unknown observation"
 
 
-class ObsRecord:
-    """One stored observation: immutable content and metadata, mutable recall bookkeeping."""
+class ObsRecord(NamedTuple):
+    """One stored observation, immutable. Metadata is derived from the content on demand (a
+    tuple is the cheapest record to create on the append path); recall bookkeeping and token
+    counts live in the store (``recall_stats``, ``tokens``)."""
 
-    __slots__ = ("id", "full_id", "signature", "content", "returncode", "step", "head", "tail",
-                 "chars", "lines", "tokens", "recall_count", "last_recall_step")
+    id: str
+    full_id: str
+    signature: str
+    content: str
+    returncode: int | None
+    step: int
+    head_chars: int = 120
+    tail_chars: int = 80
 
-    def __init__(self, id, full_id, signature, content, returncode, step, head_chars, tail_chars):
-        self.id = id
-        self.full_id = full_id
-        self.signature = signature
-        self.content = content
-        self.returncode = returncode
-        self.step = step
-        self.chars = len(content)
-        self.head = content[:head_chars]
+    @property
+    def chars(self) -> int:
+        return len(self.content)
+
+    @property
+    def lines(self) -> int:
+        content = self.content
+        return content.count("\n") + (1 if content and not content.endswith("\n") else 0)
+
+    @property
+    def head(self) -> str:
+        return self.content[:self.head_chars]
+
+    @property
+    def tail(self) -> str:
         # The tail preview never repeats what the head already shows.
-        self.tail = content[max(head_chars, self.chars - tail_chars):] if tail_chars else ""
-        self.lines = content.count("\n") + (1 if content and not content.endswith("\n") else 0)
-        self.tokens: int | None = None
-        self.recall_count = 0
-        self.last_recall_step: int | None = None
+        if not self.tail_chars:
+            return ""
+        return self.content[max(self.head_chars, len(self.content) - self.tail_chars):]
 
     def __repr__(self) -> str:
         return f"ObsRecord(§{self.id}, {self.signature!r}, {self.chars} chars, step {self.step})"
@@ -101,6 +114,8 @@ class ObsStore:
         self._id_by_full: dict[str, str] = {}
         self.occurrences: list[tuple[int, str]] = []
         self.num_payload_bytes = 0
+        self._recalls: dict[str, tuple[int, int]] = {}
+        self._tokens: dict[str, int] = {}
         for event in self.log.events():
             if isinstance(event, NewEvent):
                 self._index(ObsRecord(event.id, event.full_id, event.signature, event.content,
@@ -119,26 +134,43 @@ class ObsStore:
     # -- writing -------------------------------------------------------------------------
     def append(self, signature, observation, *, step: int, returncode: int | None = None) -> ObsRecord:
         """Store one occurrence of ``observation`` produced by the action ``signature``."""
-        signature, signature_bytes = as_text(signature, "signature")
-        content, content_bytes = as_text(observation, "observation")
-        if not isinstance(step, int) or isinstance(step, bool):
+        # The common case (str in, ASCII or valid text) stays on a short path; anything else
+        # goes through as_text for its conversion or its clear error.
+        try:
+            signature_bytes = signature.encode("utf-8")
+            content_bytes = observation.encode("utf-8")
+            if type(signature) is not str or type(observation) is not str:
+                raise TypeError
+        except (AttributeError, TypeError, UnicodeEncodeError):
+            signature, signature_bytes = as_text(signature, "signature")
+            observation, content_bytes = as_text(observation, "observation")
+        if type(step) is not int:
             raise TypeError(f"step must be int, not {type(step).__name__}")
-        if returncode is not None and (not isinstance(returncode, int) or isinstance(returncode, bool)):
+        if returncode is not None and type(returncode) is not int:
             raise TypeError(f"returncode must be int or None, not {type(returncode).__name__}")
-        digest = hashlib.sha1(signature_bytes)
-        digest.update(SEPARATOR)
-        digest.update(content_bytes)
-        full_id = digest.hexdigest()
+        if len(content_bytes) < 65536:  # one call is cheaper than three for small bodies
+            full_id = hashlib.sha1(signature_bytes + SEPARATOR + content_bytes).hexdigest()
+        else:  # ...and no copy of a large one
+            digest = hashlib.sha1(signature_bytes)
+            digest.update(SEPARATOR)
+            digest.update(content_bytes)
+            full_id = digest.hexdigest()
         known = self._id_by_full.get(full_id)
         if known is not None:
             self.log.append_repeat(step, known)
             self.occurrences.append((step, known))
             return self._by_id[known]
-        visible = self._visible_id(full_id)
+        visible = full_id[:self.visible_id_chars]
+        if visible in self._by_id:
+            visible = self._visible_id(full_id)
         self.log.append_new(step, returncode, full_id, visible, signature_bytes, content_bytes)
-        record = ObsRecord(visible, full_id, signature, content, returncode, step,
-                           self.head_preview_chars, self.tail_preview_chars)
-        self._index(record, len(content_bytes))
+        # tuple.__new__ directly: NamedTuple's own __new__ is a Python-level call.
+        record = _new_tuple(ObsRecord, (visible, full_id, signature, observation, returncode,
+                                        step, self.head_preview_chars, self.tail_preview_chars))
+        self._by_id[visible] = record
+        self._id_by_full[full_id] = visible
+        self.occurrences.append((step, visible))
+        self.num_payload_bytes += len(content_bytes)
         return record
 
     def _visible_id(self, full_id: str) -> str:
@@ -158,8 +190,12 @@ class ObsStore:
     def note_recall(self, id: str, step: int) -> None:
         """Recall bookkeeping (in memory: a recall never writes the archive)."""
         record = self.get(id)
-        record.recall_count += 1
-        record.last_recall_step = step
+        count, _ = self._recalls.get(record.id, (0, None))
+        self._recalls[record.id] = (count + 1, step)
+
+    def recall_stats(self, id: str) -> tuple[int, int | None]:
+        """(number of recalls, step of the last one) for a stored observation."""
+        return self._recalls.get(self.get(id).id, (0, None))
 
     # -- reading -------------------------------------------------------------------------
     def get(self, id: str) -> ObsRecord:
@@ -188,9 +224,10 @@ class ObsStore:
     def tokens(self, id: str, counter) -> int:
         """Token length of a stored body, counted once and remembered."""
         record = self.get(id)
-        if record.tokens is None:
-            record.tokens = counter.count(record.content)
-        return record.tokens
+        count = self._tokens.get(record.id)
+        if count is None:
+            count = self._tokens[record.id] = counter.count(record.content)
+        return count
 
     def sync(self) -> None:
         self.log.sync()

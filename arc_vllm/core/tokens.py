@@ -38,6 +38,9 @@ class TokenCounter(Protocol):
         """Prompt tokens of chat ``messages`` as the model sees them (generation prompt
         included)."""
 
+    def prompt_token_ids(self, messages: Sequence[Message]) -> list[int]:
+        """The prompt's token ids (for prefix-reuse figures)."""
+
 
 class HFTokenCounter:
     """A Hugging Face tokenizer; ``count_messages`` renders the model's chat template."""
@@ -139,6 +142,10 @@ class HFTokenCounter:
         return self.tokenizer.apply_chat_template(
             list(messages), tokenize=False, add_generation_prompt=True)
 
+    def prompt_token_ids(self, messages: Sequence[Message]) -> list[int]:
+        """The prompt's token ids, as the engine will see them (for prefix-reuse figures)."""
+        return self._backend.encode(self.render(messages), add_special_tokens=False).ids
+
     def count_rendered(self, rendered: str) -> int:
         # The template already holds BOS/role markers as text; encode exactly as vLLM does.
         return len(self._backend.encode(rendered, add_special_tokens=False).ids)
@@ -214,6 +221,12 @@ class TiktokenCounter:
         _, starts = self.encoding.decode_with_offsets(tokens)
         return starts
 
+    def prompt_token_ids(self, messages: Sequence[Message]) -> list[int]:
+        """Token ids of a plain rendering (role line, content) of the messages: tiktoken
+        models' real chat framing is not public, so this stands in for prefix figures."""
+        return self.encoding.encode_ordinary(
+            "".join(f"<|{m.get('role', '')}|>\n{m.get('content') or ''}\n" for m in messages))
+
     def count_messages(self, messages: Sequence[Message]) -> int:
         total = 3
         for message in messages:
@@ -253,6 +266,9 @@ class CachedCounter:
 
     def count_messages(self, messages: Sequence[Message]) -> int:
         return self.inner.count_messages(messages)
+
+    def prompt_token_ids(self, messages: Sequence[Message]) -> list[int]:
+        return self.inner.prompt_token_ids(messages)
 
 
 def load_counter(spec: str | None) -> TokenCounter:

@@ -1,0 +1,1 @@
+"""The agent layer: trajectories, replay, and (later) the agent loop and model backends."""

@@ -1,0 +1,91 @@
+"""The ``arc-vllm`` command.
+
+    arc-vllm replay FILE.jsonl [--context-window N] [--max-tokens N] [--tokenizer T] --out DIR
+    arc-vllm prepare-model      convert the embedded default model once (set-up does this)
+
+Run ``arc-vllm --help`` or ``arc-vllm replay --help``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+DEFAULT_SAMPLE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                              "examples", "trajectories.jsonl")
+
+
+def _offline() -> None:
+    # Nothing here may reach beyond loopback; these switch off the hub and usage reports.
+    for key, value in (("HF_HUB_OFFLINE", "1"), ("VLLM_NO_USAGE_STATS", "1"), ("DO_NOT_TRACK", "1"),
+                       ("TOKENIZERS_PARALLELISM", "false")):
+        os.environ.setdefault(key, value)
+
+
+def _add_budget_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--context-window", type=int, default=4096,
+                        help="L_ctx: the serving model's context window in tokens (default 4096)")
+    parser.add_argument("--max-tokens", type=int, default=512,
+                        help="G_max: tokens reserved for the completion (default 512)")
+    parser.add_argument("--recall-chunk-tokens", type=int, help="q: tokens per recall chunk")
+    parser.add_argument("--recent-turns", type=int, help="turns kept verbatim after a compaction")
+    parser.add_argument("--recall-budget-chars", type=int,
+                        help="total characters of recalled text in the view (default 16000)")
+    parser.add_argument("--recall-max-chars", type=int,
+                        help="characters per recall (default 8000)")
+
+
+def _config(args):
+    from arc_vllm.core.config import ArcConfig
+
+    overrides = {name: getattr(args, name) for name in
+                 ("recall_chunk_tokens", "recent_turns", "recall_budget_chars", "recall_max_chars")
+                 if getattr(args, name) is not None}
+    return ArcConfig.for_window(args.context_window, args.max_tokens, **overrides)
+
+
+def main(argv: list[str] | None = None) -> int:
+    _offline()
+    parser = argparse.ArgumentParser(prog="arc-vllm", description="Addressable Recall Compaction "
+                                     "for long-running LLM agents, on vLLM.")
+    commands = parser.add_subparsers(dest="command", required=True)
+    replay = commands.add_parser("replay", help="replay recorded trajectories through ARC")
+    replay.add_argument("file", nargs="?", default=DEFAULT_SAMPLE,
+                        help="trajectories, one JSON object per line (default: the shipped sample)")
+    replay.add_argument("--method", default="arc", choices=["arc"],
+                        help="context policy (the baselines arrive with the benchmarks)")
+    replay.add_argument("--tokenizer", default=None,
+                        help="HF tokenizer name or folder, or o200k_base / cl100k_base "
+                             "(default: the embedded model's)")
+    replay.add_argument("--out", default="runs/replay", help="output folder (default runs/replay)")
+    _add_budget_options(replay)
+    commands.add_parser("prepare-model", help="prepare the embedded default model")
+    args = parser.parse_args(argv)
+
+    if args.command == "prepare-model":
+        from arc_vllm.model_prep import prepare
+
+        print(prepare())
+        return 0
+    if args.command == "replay":
+        from arc_vllm.agent.replay import run
+
+        if not os.path.exists(args.file):
+            parser.error(f"no such file: {args.file}")
+        try:
+            config = _config(args)
+        except ValueError as error:
+            parser.error(str(error))
+        summary = run(args.file, args.out, config, args.tokenizer)
+        shown = {key: value for key, value in summary.items() if key not in ("config",)}
+        print(json.dumps(shown, indent=1))
+        print(f"wrote {os.path.join(args.out, 'summary.json')}", file=sys.stderr)
+        return 0 if summary["over_budget_calls"] == 0 and summary["exactly_recoverable"] == \
+            summary["observations"] else 1
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
