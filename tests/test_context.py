@@ -164,3 +164,23 @@ def test_a_long_history_with_huge_observations(smol):
     observations = drive(context, history)
     assert max(map(len, observations)) == 200_000
     check_recall_and_history(context, observations)
+
+
+def test_a_reopened_durable_store_is_reachable_through_the_catalog(smol, tmp_path):
+    from arc_vllm.core.store import ObsStore
+
+    config = ArcConfig.for_window(4096, 512)
+    with ObsStore.open(tmp_path / "s.arc", fsync="never") as store:
+        first = ArcContext(config, smol, task="t", store=store)
+        ids = [first.observe(f"cat {i}", make_text(i + 1, 500)).id for i in range(5)]
+    with ObsStore.open(tmp_path / "s.arc") as store:
+        second = ArcContext(config, smol, task="t", store=store)
+        assert second.step == 5 and list(second.catalog.entries) == ids
+        shown = set()
+        for _ in range(second.catalog.num_pages):
+            page = "\n".join(m["content"] for m in second.render().messages)
+            shown |= {id for id in ids if f"§{id}" in page}
+            second.act("_catalog next")
+        assert shown == set(ids)
+        [result] = second.act(f"_recall §{ids[0]}")
+        assert result.ok and second.recall.materialized[(ids[0], None)] == make_text(1, 500)

@@ -85,10 +85,11 @@ class ArcConfig:
                 f"invalid ArcConfig: catalog_budget_tokens (P)={self.catalog_budget_tokens} "
                 f"cannot hold one stub of stub_max_tokens={self.stub_max_tokens} plus a "
                 f"{CATALOG_HEADER_TOKENS}-token page header")
-        if self.stub_max_tokens + 16 > self.recent_budget_tokens:
+        if self.recent_budget_tokens < max(256, self.stub_max_tokens + 64):
             raise ValueError(
                 f"invalid ArcConfig: recent_budget_tokens (R)={self.recent_budget_tokens} must "
-                f"hold at least one stub (stub_max_tokens={self.stub_max_tokens} + 16)")
+                f"hold the newest turn in its smallest form: at least "
+                f"{max(256, self.stub_max_tokens + 64)} tokens")
         if self.recall_max_chars > self.recall_budget_chars:
             raise ValueError(
                 f"invalid ArcConfig: recall_max_chars={self.recall_max_chars} exceeds "

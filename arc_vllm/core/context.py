@@ -57,6 +57,10 @@ class ArcContext:
         self.turns: list[Turn] = []
         self.state = CompactionState()
         self.step = max((step for step, _ in self.store.occurrences), default=0)
+        # A reopened store's observations are not in this context's turns: they are reached
+        # through the catalog from the start.
+        for id in self.store.ids():
+            self.catalog.add(id)
         self._turn_forms: dict[int, tuple[int, list[dict], int]] = {}
         self.num_proactive = 0
         self.num_reactive = 0
@@ -111,7 +115,7 @@ class ArcContext:
 
     def on_overflow(self, error: object = None) -> View:
         """Reactive trigger: the engine refused the prompt as too long. Same routine."""
-        self._compact(force=True)
+        self._compact()
         self.num_reactive += 1
         view = self.render()
         view.compacted = True
@@ -119,7 +123,7 @@ class ArcContext:
 
     def compact(self) -> None:
         """Forced compaction (the paper's fixed call indices)."""
-        self._compact(force=True)
+        self._compact()
         self.num_forced += 1
 
     @property
@@ -140,7 +144,9 @@ class ArcContext:
             for form, shown in forms:
                 if form == VERBATIM and turn.obs_id is not None and \
                         self.store.get(turn.obs_id).chars > 64 * budget:
-                    continue  # no tokenizer packs 64 chars into a token on average
+                    # Would need over 64 characters a token to fit: skip counting a huge
+                    # body (at worst this cites a body that might just have fitted).
+                    continue
                 messages = self.summarizer.turn_messages(shown, cite=form != VERBATIM
                                                          and turn.obs_id is not None)
                 tokens = sum(self.sizer(message) for message in messages)
@@ -148,10 +154,11 @@ class ArcContext:
                     cached = (form, messages, tokens)
                     break
             else:
-                messages = [{"role": "assistant", "content": f"Action: {clip(turn.action, 60)}"},
+                # At most ~200 tokens whatever the text; ArcConfig keeps R above that.
+                messages = [{"role": "assistant", "content": f"Action: {clip(turn.action, 40)}"},
                             {"role": "user", "content": f"[step {turn.step}] "
                              + (f"§{turn.obs_id} (_recall §{turn.obs_id})" if turn.obs_id
-                                else clip(turn.note or "", 60))}]
+                                else clip(turn.note or "", 40))}]
                 cached = (MINIMAL, messages, sum(self.sizer(message) for message in messages))
             self._turn_forms[index] = cached
         return cached
@@ -166,7 +173,7 @@ class ArcContext:
                 self.catalog.add(turn.obs_id)
         self.state.boundary = max(self.state.boundary, boundary)
 
-    def _compact(self, force: bool = False) -> None:
+    def _compact(self) -> None:
         state = self.state
         self._move_boundary(len(self.turns) - self.config.recent_turns)
         # Leave a quarter of R free, so the next turns append without another compaction
