@@ -184,3 +184,34 @@ def test_a_reopened_durable_store_is_reachable_through_the_catalog(smol, tmp_pat
         assert shown == set(ids)
         [result] = second.act(f"_recall §{ids[0]}")
         assert result.ok and second.recall.materialized[(ids[0], None)] == make_text(1, 500)
+
+
+@pytest.mark.slow
+def test_memory_beyond_the_stored_bodies_stays_bounded(smol, monkeypatch):
+    """Beside the store's bodies, a context keeps bounded caches and a little metadata per
+    observation (its stub, its ids): 300 more steps of 10 kB bodies add well under one copy
+    of those bodies. The caches are made small here so that they are full early."""
+    import random
+    import tracemalloc
+
+    import arc_vllm.core.tokens as tokens
+
+    monkeypatch.setattr(tokens, "SEGMENT_CACHE_CHARS", 400_000)
+    rng = random.Random(0)
+    words = ["alpha", "beta", "gamma", "\n", "delta"]
+    context = ArcContext(ArcConfig.for_window(16384, 1024), smol, task="t")
+    context.sizer.max_chars = context.counter.max_chars = 400_000
+    tracemalloc.start()
+    payload, overhead = 0, {}
+    for step in range(1, 601):
+        body = "".join(rng.choice(words) + " " for _ in range(2000)) + str(step)
+        payload += len(body)
+        context.observe(f"cat {step}", body)
+        context.render()
+        if step in (300, 600):
+            overhead[step] = (tracemalloc.get_traced_memory()[0] - payload, payload)
+    tracemalloc.stop()
+    grown = overhead[600][0] - overhead[300][0]
+    bodies_added = overhead[600][1] - overhead[300][1]
+    assert grown < bodies_added / 3, (grown, bodies_added)
+    assert set(context._turn_forms) <= set(range(context.state.boundary, len(context.turns)))

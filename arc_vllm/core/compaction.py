@@ -84,6 +84,11 @@ class Summarizer:
             return f"{head}\n  → {bare(turn.obs_id)} (rc {record.returncode}): {record.content}"
         return f"{head}\n  → " + self.book.cite(turn.obs_id).replace("\n", "\n    ")
 
+    def forget_before(self, index: int) -> None:
+        """Entries of elided turns are never shown again."""
+        for key in [key for key in self._entries if key[0] < index]:
+            del self._entries[key]
+
     def summary(self, turns: list[Turn], state: CompactionState) -> tuple[str, int]:
         """S as text and its token estimate ('' when nothing is summarised)."""
         if state.boundary == 0:
@@ -126,6 +131,7 @@ class Summarizer:
             state.elided += 1
             state.collapsed = max(state.collapsed, state.elided)
             text, _ = self.summary(turns, state)
+        self.forget_before(state.elided)
 
     def turn_messages(self, turn: Turn, cite: bool) -> list[dict]:
         """A recent turn as chat messages; ``cite`` shows its observation as a stub."""

@@ -168,9 +168,13 @@ class ArcContext:
 
     def _move_boundary(self, boundary: int) -> None:
         """Turns before ``boundary`` join S; their observations join the catalog."""
-        for turn in self.turns[self.state.boundary:boundary]:
+        for index in range(self.state.boundary, boundary):
+            turn = self.turns[index]
             if turn.obs_id is not None:
                 self.catalog.add(turn.obs_id)
+            # A summarised turn never returns to H: drop its messages (they may hold a copy
+            # of a large body), so memory stays proportional to the store.
+            self._turn_forms.pop(index, None)
         self.state.boundary = max(self.state.boundary, boundary)
 
     def _compact(self) -> None:

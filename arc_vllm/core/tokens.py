@@ -21,6 +21,7 @@ from typing import Protocol, Sequence
 from arc_vllm.paths import tiktoken_dir
 
 Message = dict
+SEGMENT_CACHE_CHARS = 4_000_000  # a few whole prompts of the largest windows
 
 
 class TokenCounter(Protocol):
@@ -68,6 +69,7 @@ class HFTokenCounter:
         self._added_pattern = re.compile("|".join(
             re.escape(token.content) for token in sorted(added, key=lambda t: -len(t.content))))
         self._segment_counts: OrderedDict[str, int] = OrderedDict()
+        self._segment_chars = 0
         # Byte-level BPE (GPT-2 style): every vocabulary character stands for one byte.
         byte_of = {symbol: byte for byte, symbol in _gpt2_byte_symbols().items()}
         vocabulary = self.tokenizer.get_vocab()
@@ -157,8 +159,13 @@ class HFTokenCounter:
         if cached is None:
             cached = self.count(segment)
             self._segment_counts[segment] = cached
-            if len(self._segment_counts) > 50_000:
-                self._segment_counts.popitem(last=False)
+            self._segment_chars += len(segment)
+            # Segments are copies of prompt text: bound the characters they hold.
+            while self._segment_chars > SEGMENT_CACHE_CHARS and len(self._segment_counts) > 1:
+                evicted, _ = self._segment_counts.popitem(last=False)
+                self._segment_chars -= len(evicted)
+        else:
+            self._segment_counts.move_to_end(segment)
         return cached
 
 
@@ -237,14 +244,16 @@ class TiktokenCounter:
 
 
 class CachedCounter:
-    """Caches ``count`` by text (LRU, bounded by entries). Strings are immutable, so a cached
-    body costs a reference, not a copy."""
+    """Caches ``count`` by text (LRU, bounded by the characters it keys on). Strings are
+    immutable, so a cached body costs a reference, not a copy; the bound is for the many
+    short texts (stubs, summary entries) a long session produces."""
 
-    def __init__(self, inner: TokenCounter, max_entries: int = 200_000):
+    def __init__(self, inner: TokenCounter, max_chars: int = 8_000_000):
         self.inner = inner
         self.name = inner.name
-        self.max_entries = max_entries
+        self.max_chars = max_chars
         self._counts: OrderedDict[str, int] = OrderedDict()
+        self._chars = 0
         self.num_hits = 0
         self.num_misses = 0
 
@@ -257,8 +266,10 @@ class CachedCounter:
         self.num_misses += 1
         value = self.inner.count(text)
         self._counts[text] = value
-        if len(self._counts) > self.max_entries:
-            self._counts.popitem(last=False)
+        self._chars += len(text)
+        while self._chars > self.max_chars and len(self._counts) > 1:
+            evicted, _ = self._counts.popitem(last=False)
+            self._chars -= len(evicted)
         return value
 
     def token_starts(self, text: str) -> list[int]:

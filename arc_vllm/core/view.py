@@ -29,11 +29,12 @@ class MessageSizer:
     with the real template as the difference it makes after a fixed first message, and cached
     by (role, content)."""
 
-    def __init__(self, counter, max_entries: int = 20_000):
+    def __init__(self, counter, max_chars: int = 2_000_000):
         self.counter = counter
         self._base = counter.count_messages([ANCHOR])
         self._cache: OrderedDict[tuple[str, str], int] = OrderedDict()
-        self.max_entries = max_entries
+        self.max_chars = max_chars  # keys are message texts: bound what they hold
+        self._chars = 0
 
     def __call__(self, message: dict) -> int:
         key = (message["role"], message["content"])
@@ -41,8 +42,12 @@ class MessageSizer:
         if cached is None:
             cached = self.counter.count_messages([ANCHOR, message]) - self._base
             self._cache[key] = cached
-            if len(self._cache) > self.max_entries:
-                self._cache.popitem(last=False)
+            self._chars += len(key[1])
+            while self._chars > self.max_chars and len(self._cache) > 1:
+                (_, evicted), _ = self._cache.popitem(last=False)
+                self._chars -= len(evicted)
+        else:
+            self._cache.move_to_end(key)
         return cached
 
     def text(self, content: str, role: str = "user") -> int:
