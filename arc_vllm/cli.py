@@ -1,6 +1,7 @@
 """The ``arc-vllm`` command.
 
     arc-vllm replay FILE.jsonl [--context-window N] [--max-tokens N] [--tokenizer T] --out DIR
+    arc-vllm serve [MODEL] [--arc-...] [vllm serve options]   vLLM with ARC sessions
     arc-vllm prepare-model      convert the embedded default model once (set-up does this)
 
 Run ``arc-vllm --help`` or ``arc-vllm replay --help``.
@@ -62,6 +63,15 @@ def main(argv: list[str] | None = None) -> int:
     replay.add_argument("--out", default="runs/replay", help="output folder (default runs/replay)")
     _add_budget_options(replay)
     commands.add_parser("prepare-model", help="prepare the embedded default model")
+    commands.add_parser("serve", help="vLLM's OpenAI server with ARC sessions "
+                        "(arc-vllm serve [MODEL] [--arc-...] [vllm options]; see serve --help)",
+                        add_help=False)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["serve"]:
+        # Everything after `serve` belongs to vLLM's parser (and our --arc-* options).
+        from arc_vllm.serving.launcher import main as serve_main
+
+        return serve_main(argv[1:])
     args = parser.parse_args(argv)
 
     if args.command == "prepare-model":

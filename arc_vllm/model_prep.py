@@ -6,6 +6,8 @@ Hugging Face folder that vLLM serves. The source GGUF is checked against a pinne
 the folder's files against a manifest written at conversion, so a reused folder is verified,
 not trusted. Done once per cache; later calls only verify (about a second).
 
+Also makes the tiny random-weight test model (``--tiny``), with the same tokenizer.
+
 Run:  python -m arc_vllm.model_prep            (prints the model folder)
       python -m arc_vllm.model_prep --force    (convert again)
 """
@@ -106,6 +108,38 @@ def convert(folder: Path) -> None:
     staging.rename(folder)  # atomic: a half-written folder is never taken for a good one
 
 
+TINY_NAME = "arc-tiny-llama"
+
+
+def prepare_tiny() -> Path:
+    """A tiny random-weight Llama (seeded) with the embedded model's tokenizer and chat
+    template, for fast tests of serving plumbing: 2 layers, hidden 64, head size 32."""
+    folder = models_dir() / TINY_NAME
+    if verify(folder):
+        return folder
+    import torch
+    from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
+
+    source = prepare()
+    tokenizer = AutoTokenizer.from_pretrained(source)
+    config = LlamaConfig(vocab_size=len(tokenizer), hidden_size=64, intermediate_size=128,
+                         num_hidden_layers=2, num_attention_heads=2, num_key_value_heads=1,
+                         head_dim=32, max_position_embeddings=8192, tie_word_embeddings=True,
+                         bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id)
+    torch.manual_seed(0)
+    model = LlamaForCausalLM(config).to(torch.bfloat16)
+    staging = folder.with_name(folder.name + ".staging")
+    shutil.rmtree(staging, ignore_errors=True)
+    model.save_pretrained(staging)
+    tokenizer.save_pretrained(staging)
+    files = {path.name: {"bytes": path.stat().st_size, "sha256": _sha256(path)}
+             for path in sorted(staging.iterdir()) if path.is_file()}
+    (staging / MANIFEST).write_text(json.dumps({"source": "random (seed 0)", "files": files}, indent=1))
+    shutil.rmtree(folder, ignore_errors=True)
+    staging.rename(folder)
+    return folder
+
+
 def prepare(force: bool = False) -> Path:
     folder = default_model_dir()
     if force or not verify(folder):
@@ -120,8 +154,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--force", action="store_true", help="convert again")
     parser.add_argument("--quiet", action="store_true")
+    parser.add_argument("--tiny", action="store_true", help="also prepare the tiny test model")
     args = parser.parse_args(argv)
     folder = prepare(force=args.force)
+    if args.tiny:
+        prepare_tiny()
     if not args.quiet:
         print(folder)
     else:

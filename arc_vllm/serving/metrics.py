@@ -1,0 +1,29 @@
+"""ARC's Prometheus metrics, exported on vLLM's own /metrics beside vLLM's counters.
+
+    arc_compactions_total            compactions run for ARC sessions
+    arc_recalls_total{result}        ARC commands served in the server (ok / refused)
+    arc_view_tokens                  histogram of the bounded views sent to the engine
+    arc_prompt_tokens_total          prompt tokens of ARC requests, as the engine counted them
+    arc_prefix_cached_tokens_total   of those, tokens served from vLLM's prefix cache
+    arc_store_bytes                  payload bytes held by all session stores
+    arc_sessions                     open sessions
+"""
+
+from __future__ import annotations
+
+from prometheus_client import Counter, Gauge, Histogram
+
+COMPACTIONS = Counter("arc_compactions", "Compactions run for ARC sessions")
+RECALLS = Counter("arc_recalls", "ARC commands served inside the server", ["result"])
+VIEW_TOKENS = Histogram("arc_view_tokens", "Tokens of each bounded view sent to the engine",
+                        buckets=(256, 512, 1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072))
+PROMPT_TOKENS = Counter("arc_prompt_tokens", "Prompt tokens of ARC requests (engine count)")
+PREFIX_CACHED_TOKENS = Counter("arc_prefix_cached_tokens",
+                               "Prompt tokens of ARC requests served from the prefix cache")
+STORE_BYTES = Gauge("arc_store_bytes", "Payload bytes held by all ARC session stores")
+SESSIONS = Gauge("arc_sessions", "Open ARC sessions")
+
+
+def refresh(manager) -> None:
+    SESSIONS.set(len(manager.sessions))
+    STORE_BYTES.set(sum(session.store.num_payload_bytes for session in manager.sessions.values()))

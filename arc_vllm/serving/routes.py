@@ -1,0 +1,195 @@
+"""HTTP surface of ARC sessions, attached to vLLM's own FastAPI app.
+
+    POST   /v1/arc/sessions                           create (optional {"budgets": {...}})
+    GET    /v1/arc/sessions/{sid}                     counts and budgets
+    DELETE /v1/arc/sessions/{sid}                     end it (its store is removed)
+    GET    /v1/arc/sessions/{sid}/observations/{oid}  a stored observation, exactly
+    GET    /v1/arc/sessions/{sid}/catalog?page=N      one catalog page
+
+``ArcChatRoute`` sits in front of vLLM's own POST /v1/chat/completions route (inside vLLM's
+middleware, so API keys and the rest still apply): a request that names a session
+(``vllm_xargs.arc_session`` or the header ``X-ARC-Session``) takes the ARC path
+(``serving.chat``); any other request is handed to vLLM's route untouched.
+"""
+
+from __future__ import annotations
+
+import json
+
+from fastapi import APIRouter, Request
+from fastapi.responses import JSONResponse, Response
+from starlette.routing import BaseRoute
+
+from arc_vllm.core.store import UnknownObservation
+from arc_vllm.serving import metrics
+from arc_vllm.serving.chat import as_events, complete
+from arc_vllm.serving.sessions import SessionError
+
+router = APIRouter()
+
+
+def error(message: str, status: int, type: str = "invalid_request_error") -> JSONResponse:
+    return JSONResponse({"error": {"message": message, "type": type, "code": status}}, status)
+
+
+def manager_of(request: Request):
+    return request.app.state.arc_sessions
+
+
+@router.post("/v1/arc/sessions")
+async def create_session(request: Request):
+    raw = await request.body()
+    try:
+        body = json.loads(raw) if raw.strip() else {}
+    except json.JSONDecodeError as exc:
+        return error(f"body: not JSON ({exc})", 400)
+    if not isinstance(body, dict):
+        return error("body: must be a JSON object", 400)
+    budgets = body.get("budgets")
+    if budgets is not None and not isinstance(budgets, dict):
+        return error("budgets: must be an object", 400)
+    try:
+        session = manager_of(request).create(budgets)
+    except SessionError as exc:
+        return error(str(exc), exc.status)
+    metrics.refresh(manager_of(request))
+    return JSONResponse(session.describe(), 201)
+
+
+@router.get("/v1/arc/sessions/{sid}")
+async def get_session(sid: str, request: Request):
+    try:
+        return manager_of(request).get(sid).describe()
+    except SessionError as exc:
+        return error(str(exc), exc.status)
+
+
+@router.delete("/v1/arc/sessions/{sid}")
+async def delete_session(sid: str, request: Request):
+    try:
+        manager_of(request).delete(sid)
+    except SessionError as exc:
+        return error(str(exc), exc.status)
+    metrics.refresh(manager_of(request))
+    return {"id": sid, "deleted": True}
+
+
+@router.get("/v1/arc/sessions/{sid}/observations/{oid}")
+async def get_observation(sid: str, oid: str, request: Request):
+    try:
+        session = manager_of(request).get(sid)
+        record = session.store.get(oid)
+    except SessionError as exc:
+        return error(str(exc), exc.status)
+    except UnknownObservation as exc:
+        return error(f"{exc} (session {sid})", 404)
+    # The exact stored text; metadata in headers so the body is the observation itself.
+    return Response(record.content.encode("utf-8"), media_type="text/plain; charset=utf-8",
+                    headers={"X-ARC-Id": record.id, "X-ARC-Signature": record.signature.encode(
+                        "ascii", "backslashreplace").decode()[:200],
+                             "X-ARC-Step": str(record.step)})
+
+
+@router.get("/v1/arc/sessions/{sid}/catalog")
+async def get_catalog(sid: str, request: Request, page: int = 1):
+    try:
+        session = manager_of(request).get(sid)
+    except SessionError as exc:
+        return error(str(exc), exc.status)
+    context = session.context
+    if context is None:
+        return {"page": 1, "pages": 1, "text": "", "ids": []}
+    if not 1 <= page <= context.catalog.num_pages:
+        return error(f"page: {page} is not in 1..{context.catalog.num_pages}", 400)
+    return {"page": page, "pages": context.catalog.num_pages,
+            "ids": context.catalog.page_ids(page), "text": context.catalog.render(page)}
+
+
+class ArcChatRoute(BaseRoute):
+    """Matches exactly what vLLM's chat route matches; ARC requests are answered here, the
+    rest are passed to that route with their body replayed."""
+
+    def __init__(self, original):
+        self.original = original
+
+    def matches(self, scope):
+        return self.original.matches(scope)
+
+    def url_path_for(self, name, **path_params):
+        return self.original.url_path_for(name, **path_params)
+
+    async def handle(self, scope, receive, send):
+        chunks, more = [], True
+        while more:
+            message = await receive()
+            chunks.append(message.get("body", b""))
+            more = message.get("more_body", False)
+        raw = b"".join(chunks)
+        replayed = False
+
+        async def replay():
+            nonlocal replayed
+            if not replayed:
+                replayed = True
+                return {"type": "http.request", "body": raw, "more_body": False}
+            return await receive()
+
+        header = dict(scope.get("headers") or []).get(b"x-arc-session")
+        try:
+            body = json.loads(raw)
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            body = None
+        sid = header.decode() if header else None
+        if isinstance(body, dict) and isinstance(body.get("vllm_xargs"), dict):
+            sid = body["vllm_xargs"].get("arc_session", sid)
+        if sid is None or scope.get("method") != "POST":
+            return await self.original.handle(scope, replay, send)
+        request = Request(scope, replay)
+        response = await self.handle_arc(request, body, sid)
+        await response(scope, replay, send)
+
+
+    async def handle_arc(self, request: Request, body, sid) -> Response:
+        from vllm.entrypoints.openai.chat_completion.protocol import ChatCompletionRequest
+
+        app = request.app
+        if not isinstance(body, dict):
+            return error("body: must be a JSON object", 400)
+        if not isinstance(sid, str):
+            return error("vllm_xargs.arc_session: must be a session id string", 400)
+        try:
+            session = app.state.arc_sessions.get(sid)
+            result = await complete(body, session, app.state.openai_serving_chat, request,
+                                    ChatCompletionRequest)
+        except SessionError as exc:
+            return error(str(exc), exc.status)
+        except Exception as exc:  # the engine refused the request's own fields (pydantic)
+            if type(exc).__name__ == "ValidationError":
+                return error(f"request: {exc}", 400)
+            raise
+        finally:
+            metrics.refresh(app.state.arc_sessions)
+        if "_status" in result:
+            return JSONResponse({"error": result["error"]}, result["_status"])
+        if body.get("stream"):
+            include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
+
+            async def events():
+                for event in as_events(result, include_usage):
+                    yield f"data: {json.dumps(event)}\n\n"
+                yield "data: [DONE]\n\n"
+
+            from fastapi.responses import StreamingResponse
+
+            return StreamingResponse(events(), media_type="text/event-stream")
+        return JSONResponse(result)
+
+
+def attach(app) -> None:
+    """Put ARC's routes on vLLM's app, its chat route in front of vLLM's."""
+    app.include_router(router)
+    for index, route in enumerate(app.router.routes):
+        if getattr(route, "path", None) == "/v1/chat/completions" and "POST" in getattr(route, "methods", ()):
+            app.router.routes.insert(index, ArcChatRoute(route))
+            return
+    raise RuntimeError("vLLM's app has no POST /v1/chat/completions route to put ARC in front of")

@@ -1,0 +1,60 @@
+"""Start and stop a real `arc-vllm serve` on 127.0.0.1 for tests (a free port, a log file,
+a bounded wait for /health, and the whole process group stopped afterwards)."""
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+class Server:
+    def __init__(self, model: str, log: Path, *extra: str, port: int | None = None):
+        self.port = port or free_port()
+        self.base = f"http://127.0.0.1:{self.port}"
+        self.log = log
+        env = dict(os.environ, VLLM_CPU_KVCACHE_SPACE="1", VLLM_NO_USAGE_STATS="1",
+                   DO_NOT_TRACK="1", HF_HUB_OFFLINE="1", VLLM_ENABLE_V1_MULTIPROCESSING="0")
+        env.pop("TRITON_INTERPRET", None)
+        command = [str(Path(sys.executable).parent / "arc-vllm"), "serve", model,
+                   "--port", str(self.port), "--enforce-eager", "--max-model-len", "4096",
+                   "--max-num-seqs", "16", *extra]
+        self.process = subprocess.Popen(command, stdout=open(log, "w"), stderr=subprocess.STDOUT,
+                                        env=env, cwd=ROOT, start_new_session=True)
+
+    def wait(self, timeout: float = 240) -> "Server":
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"server exited: {self.log.read_text()[-3000:]}")
+            try:
+                urllib.request.urlopen(self.base + "/health", timeout=2)
+                return self
+            except OSError:
+                time.sleep(1)
+        self.stop()
+        raise TimeoutError(f"server not healthy in {timeout}s: {self.log.read_text()[-3000:]}")
+
+    def kill(self) -> None:
+        """kill -9 of the whole process group: the crash the durable store must survive."""
+        os.killpg(self.process.pid, signal.SIGKILL)
+        self.process.wait(timeout=30)
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGTERM)
+            try:
+                self.process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.kill()

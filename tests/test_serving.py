@@ -1,0 +1,233 @@
+"""`arc-vllm serve` end to end: a real vLLM server on 127.0.0.1, a real OpenAI client.
+
+A tiny random-weight model (same tokenizer and chat template as the embedded model) serves
+the plumbing tests; the embedded SmolLM2 serves the in-server recall loop.
+"""
+
+import hashlib
+import json
+import urllib.error
+import urllib.request
+
+import pytest
+from openai import BadRequestError, NotFoundError, OpenAI
+
+from arc_vllm.model_prep import default_model_dir, prepare_tiny
+from server import Server
+
+pytestmark = pytest.mark.slow
+
+
+def call(base, method, path, body=None, headers=None):
+    data = json.dumps(body).encode() if body is not None else None
+    request = urllib.request.Request(base + path, data=data, method=method,
+                                     headers={"Content-Type": "application/json", **(headers or {})})
+    try:
+        with urllib.request.urlopen(request, timeout=120) as response:
+            raw = response.read()
+            kind = response.headers.get("Content-Type", "")
+            return response.status, (json.loads(raw) if "json" in kind else raw)
+    except urllib.error.HTTPError as error:
+        return error.code, json.loads(error.read())
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    server = Server(str(prepare_tiny()), tmp_path_factory.mktemp("tiny") / "server.log").wait()
+    yield server
+    server.stop()
+
+
+def client_for(server):
+    client = OpenAI(base_url=server.base + "/v1", api_key="none", max_retries=0)
+    return client, client.models.list().data[0].id
+
+
+def visible_id(signature: str, observation: str) -> str:
+    return hashlib.sha1(signature.encode() + b"\x1f" + observation.encode()).hexdigest()[:8]
+
+
+def tool_turn(index: int, body: str):
+    arguments = json.dumps({"path": f"log{index}.txt"})
+    return [{"role": "assistant", "content": f"Reading log {index}.",
+             "tool_calls": [{"id": f"call{index}", "type": "function",
+                             "function": {"name": "cat", "arguments": arguments}}]},
+            {"role": "tool", "tool_call_id": f"call{index}", "content": body}], f"cat({arguments})"
+
+
+def test_session_drives_through_many_windows_within_budget(tiny, smol):
+    status, session = call(tiny.base, "POST", "/v1/arc/sessions")
+    assert status == 201 and session["id"].startswith("sess_")
+    client, model = client_for(tiny)
+    messages = [{"role": "system", "content": "You are an agent."},
+                {"role": "user", "content": "Read every log and report anomalies."}]
+    budget, stored, cached, full = session["budget_tokens"], {}, 0, 0
+    for index in range(14):
+        body = "".join(f"log {index} line {n}: status ok, latency {n * 7 % 97} ms\n" for n in range(120))
+        turn, signature = tool_turn(index, body)
+        messages += turn
+        stored[visible_id(signature, body)] = body
+        response = client.chat.completions.create(
+            model=model, messages=messages, max_tokens=8,
+            extra_body={"vllm_xargs": {"arc_session": session["id"], "arc_debug": 1}})
+        arc = response.model_extra["arc"]
+        # Every view within budget, in the model's own tokens, and the engine agrees.
+        for view in arc["views"]:
+            assert smol.count_messages(view) <= budget
+        assert response.usage.prompt_tokens <= budget and arc["view_tokens"] <= budget
+        cached += arc["cached_prompt_tokens"]
+        full = arc["prompt_tokens_before_compaction"]
+        messages.append({"role": "assistant", "content": response.choices[0].message.content})
+    assert full > 3 * 4096  # the conversation is more than three context windows long
+    assert cached > 0       # prefix-stable views are served from vLLM's prefix cache
+    status, info = call(tiny.base, "GET", f"/v1/arc/sessions/{session['id']}")
+    assert info["observations"] == 14 and info["compactions"] > 0 and info["requests"] == 14
+    for id, body in stored.items():
+        status, raw = call(tiny.base, "GET", f"/v1/arc/sessions/{session['id']}/observations/{id}")
+        assert status == 200 and raw.decode("utf-8") == body
+    status, page = call(tiny.base, "GET", f"/v1/arc/sessions/{session['id']}/catalog?page=1")
+    assert status == 200 and page["ids"] and all(f"§{id}" in page["text"] for id in page["ids"])
+    metrics = urllib.request.urlopen(tiny.base + "/metrics").read().decode()
+    for name in ("arc_compactions_total", "arc_recalls_total", "arc_view_tokens_bucket",
+                 "arc_prefix_cached_tokens_total", "arc_prompt_tokens_total", "arc_store_bytes",
+                 "arc_sessions", "vllm:prefix_cache_hits"):
+        assert name in metrics
+
+
+def test_sessions_are_isolated_and_resending_archives_nothing_twice(tiny):
+    client, model = client_for(tiny)
+    _, first = call(tiny.base, "POST", "/v1/arc/sessions")
+    _, second = call(tiny.base, "POST", "/v1/arc/sessions")
+    turn, signature = tool_turn(1, "SECRET=only-in-the-first-session\n")
+    messages = [{"role": "user", "content": "task"}] + turn
+    for _ in range(2):  # the same conversation twice: one observation
+        client.chat.completions.create(model=model, messages=messages, max_tokens=4,
+                                       extra_body={"vllm_xargs": {"arc_session": first["id"]}})
+    id = visible_id(signature, "SECRET=only-in-the-first-session\n")
+    assert call(tiny.base, "GET", f"/v1/arc/sessions/{first['id']}")[1]["occurrences"] == 1
+    status, error = call(tiny.base, "GET", f"/v1/arc/sessions/{second['id']}/observations/{id}")
+    assert status == 404 and second["id"] in error["error"]["message"]
+    # A recall of the first session's id inside the second session fails, with no hint of it.
+    response = client.chat.completions.create(
+        model=model, messages=[{"role": "user", "content": "task"}], max_tokens=12,
+        extra_body={"vllm_xargs": {"arc_session": second["id"], "arc_debug": 1},
+                    "structured_outputs": {"choice": [f"_recall §{id}"]}})
+    shown = json.dumps(response.model_extra["arc"]["views"], ensure_ascii=False)
+    assert "only-in-the-first-session" not in shown and f"no observation §{id}" in shown
+
+
+def test_errors_are_clear_and_lose_nothing(tiny):
+    client, model = client_for(tiny)
+    with pytest.raises(NotFoundError, match="no ARC session"):
+        client.chat.completions.create(model=model, messages=[{"role": "user", "content": "x"}],
+                                       extra_body={"vllm_xargs": {"arc_session": "sess_nope"}})
+    assert call(tiny.base, "GET", "/v1/arc/sessions/sess_nope")[0] == 404
+    status, error = call(tiny.base, "POST", "/v1/arc/sessions", {"budgets": {"recent_turnz": 2}})
+    assert status == 400 and "recent_turnz" in error["error"]["message"]
+    status, error = call(tiny.base, "POST", "/v1/arc/sessions", {"budgets": {"max_tokens": 4000}})
+    assert status == 400 and "budgets" in error["error"]["message"]
+    _, session = call(tiny.base, "POST", "/v1/arc/sessions")
+    turn, _ = tool_turn(1, "kept\n")
+    client.chat.completions.create(model=model, messages=[{"role": "user", "content": "t"}] + turn,
+                                   max_tokens=2, extra_body={"vllm_xargs": {"arc_session": session["id"]}})
+    with pytest.raises(BadRequestError, match="messages"):
+        client.chat.completions.create(model=model, messages=[],
+                                       extra_body={"vllm_xargs": {"arc_session": session["id"]}})
+    with pytest.raises(BadRequestError, match="n:"):
+        client.chat.completions.create(model=model, messages=[{"role": "user", "content": "t"}], n=2,
+                                       extra_body={"vllm_xargs": {"arc_session": session["id"]}})
+    assert call(tiny.base, "GET", f"/v1/arc/sessions/{session['id']}")[1]["observations"] == 1
+    assert call(tiny.base, "DELETE", f"/v1/arc/sessions/{session['id']}")[0] == 200
+    assert call(tiny.base, "GET", f"/v1/arc/sessions/{session['id']}")[0] == 404
+
+
+def test_requests_without_a_session_pass_through_and_the_header_works(tiny):
+    client, model = client_for(tiny)
+    plain = client.chat.completions.create(model=model, max_tokens=3,
+                                           messages=[{"role": "user", "content": "hello"}])
+    assert plain.choices[0].message is not None and "arc" not in (plain.model_extra or {})
+    _, session = call(tiny.base, "POST", "/v1/arc/sessions")
+    via_header = client.chat.completions.create(
+        model=model, max_tokens=3, messages=[{"role": "user", "content": "hello"}],
+        extra_headers={"X-ARC-Session": session["id"]})
+    assert via_header.model_extra["arc"]["session"] == session["id"]
+
+
+def test_streaming_session_response(tiny):
+    client, model = client_for(tiny)
+    _, session = call(tiny.base, "POST", "/v1/arc/sessions")
+    stream = client.chat.completions.create(
+        model=model, max_tokens=6, stream=True, stream_options={"include_usage": True},
+        messages=[{"role": "user", "content": "hello"}],
+        extra_body={"vllm_xargs": {"arc_session": session["id"]}})
+    chunks = list(stream)
+    assert chunks[0].choices[0].delta.role == "assistant"
+    assert any(chunk.choices and chunk.choices[0].finish_reason for chunk in chunks)
+    assert chunks[-1].usage is not None and chunks[-1].usage.prompt_tokens > 0
+
+
+def test_durable_sessions_survive_kill_9(tmp_path):
+    store_dir = tmp_path / "sessions"
+    model = str(prepare_tiny())
+    server = Server(model, tmp_path / "first.log", "--arc-store-dir", str(store_dir)).wait()
+    try:
+        client, name = client_for(server)
+        _, session = call(server.base, "POST", "/v1/arc/sessions")
+        messages, stored = [{"role": "user", "content": "task"}], {}
+        for index in range(4):
+            body = f"durable observation {index}\n" * (50 * (index + 1)) + "é😀\x00"
+            turn, signature = tool_turn(index, body)
+            messages += turn
+            stored[visible_id(signature, body)] = body
+            client.chat.completions.create(model=name, messages=messages, max_tokens=2,
+                                           extra_body={"vllm_xargs": {"arc_session": session["id"]}})
+    finally:
+        server.kill()
+    server = Server(model, tmp_path / "second.log", "--arc-store-dir", str(store_dir)).wait()
+    try:
+        status, info = call(server.base, "GET", f"/v1/arc/sessions/{session['id']}")
+        assert status == 200 and info["observations"] == 4 and info["durable"]
+        for id, body in stored.items():
+            status, raw = call(server.base, "GET", f"/v1/arc/sessions/{session['id']}/observations/{id}")
+            assert status == 200 and raw.decode("utf-8") == body
+        client, name = client_for(server)
+        turn, signature = tool_turn(9, "after the restart\n")
+        response = client.chat.completions.create(
+            model=name, messages=messages + turn, max_tokens=2,
+            extra_body={"vllm_xargs": {"arc_session": session["id"]}})
+        assert response.model_extra["arc"]["observations"] == 5  # the resent ones not again
+    finally:
+        server.stop()
+
+
+def test_in_server_recall_loop_with_the_embedded_model(tmp_path, smol):
+    """Structured outputs make SmolLM2 emit a recall of a known id; the server serves it and
+    generates again: the next view the engine saw holds the exact stored text."""
+    server = Server(str(default_model_dir(require=True)), tmp_path / "smol.log").wait()
+    try:
+        client, model = client_for(server)
+        _, session = call(server.base, "POST", "/v1/arc/sessions")
+        # One recall chunk long; the needle in the middle, where no preview shows it.
+        rows = [f"row {n}: value {n * n}\n" for n in range(40)]
+        secret = "".join(rows[:20]) + "NEEDLE=KQXWVTRB\n" + "".join(rows[20:])
+        turn, signature = tool_turn(1, secret)
+        messages = [{"role": "user", "content": "Find the needle in log1.txt."}] + turn
+        for index in range(2, 8):  # more reading, so the first log is summarised and cited
+            more, _ = tool_turn(index, f"noise {index}\n" * 300)
+            messages += more
+        id = visible_id(signature, secret)
+        response = client.chat.completions.create(
+            model=model, messages=messages, max_tokens=16,
+            extra_body={"vllm_xargs": {"arc_session": session["id"], "arc_debug": 1},
+                        "structured_outputs": {"choice": [f"_recall §{id}"]}})
+        arc = response.model_extra["arc"]
+        views = arc["views"]
+        first = "\n".join(message["content"] for message in views[0])
+        assert "NEEDLE=KQXWVTRB" not in first and f"§{id}" in first
+        assert arc["commands_served"] == 2 and arc["recalls"] == 2 and arc["engine_calls"] == 3
+        later = "\n".join(message["content"] for message in views[1])
+        assert secret in later  # the exact stored text, in the prompt of the continuation
+        assert all(smol.count_messages(view) <= arc["budget_tokens"] for view in views)
+        assert response.choices[0].message.content == f"_recall §{id}"  # r reached: returned
+    finally:
+        server.stop()
