@@ -13,7 +13,7 @@ import pytest
 from openai import BadRequestError, NotFoundError, OpenAI
 
 from arc_vllm.model_prep import default_model_dir, prepare_tiny
-from server import Server
+from arc_vllm.serving.local import Server
 
 pytestmark = pytest.mark.slow
 
@@ -90,8 +90,13 @@ def test_session_drives_through_many_windows_within_budget(tiny, smol):
     metrics = urllib.request.urlopen(tiny.base + "/metrics").read().decode()
     for name in ("arc_compactions_total", "arc_recalls_total", "arc_view_tokens_bucket",
                  "arc_prefix_cached_tokens_total", "arc_prompt_tokens_total", "arc_store_bytes",
-                 "arc_sessions", "vllm:prefix_cache_hits"):
+                 "arc_sessions", "vllm:prefix_cache_hits", "arc_engine_prefix_cached_tokens_total"):
         assert name in metrics
+    # The scheduler hook saw the same requests and the same cache hits in the engine itself.
+    engine = {line.split()[0]: float(line.split()[1]) for line in metrics.splitlines()
+              if line.startswith("arc_engine_") and not line.startswith("#")}
+    assert engine["arc_engine_requests_total"] >= 14
+    assert engine["arc_engine_prefix_cached_tokens_total"] > 0
 
 
 def test_sessions_are_isolated_and_resending_archives_nothing_twice(tiny):

@@ -89,7 +89,10 @@ async def complete(body: dict, session, serving, raw_request, request_class) -> 
         except ValueError as error:
             raise SessionError(str(error)) from None
         if session.context is None:
-            session.start(items.prefix or [{"role": "user", "content": ""}])
+            try:
+                session.start(items.prefix or [{"role": "user", "content": ""}])
+            except ValueError as error:  # the task prefix is over B
+                raise SessionError(f"messages: {error}") from None
         context = session.context
         before_tokens = context.counter.count_messages(
             [{"role": m.get("role", "user"), "content": m.get("content") if isinstance(m.get("content"), str) else ""}
@@ -125,6 +128,8 @@ async def complete(body: dict, session, serving, raw_request, request_class) -> 
             if debug:
                 views.append(view.messages)
             metrics.VIEW_TOKENS.observe(view.tokens)
+            # The engine-side hook counts this session's compactions per request.
+            template["vllm_xargs"]["arc_compactions"] = context.num_compactions - compactions_before
             request = request_class(**template, messages=view.messages)
             result = await serving.create_chat_completion(request, raw_request)
             if not hasattr(result, "choices"):

@@ -29,6 +29,9 @@ ARC_OPTIONS = {
 }
 
 
+_METRICS_DIR = None
+
+
 def split_arguments(argv: list[str]) -> tuple[dict, str | None, list[str]]:
     """(ARC budgets and store dir, MODEL or None, the arguments left for vLLM)."""
     parser = argparse.ArgumentParser(add_help=False)
@@ -89,6 +92,15 @@ def main(argv: list[str] | None = None) -> int:
     from arc_vllm.paths import vllm_cache_dir
 
     os.environ.setdefault("VLLM_CACHE_ROOT", str(vllm_cache_dir()))
+    # The engine-side hook counts in vLLM's engine process; prometheus_client's multiprocess
+    # directory brings those counts to the API server's /metrics. It must be chosen before
+    # prometheus_client is first imported.
+    if "PROMETHEUS_MULTIPROC_DIR" not in os.environ:
+        import tempfile
+
+        global _METRICS_DIR  # removed when the server exits
+        _METRICS_DIR = tempfile.TemporaryDirectory(prefix="arc-vllm-metrics-")
+        os.environ["PROMETHEUS_MULTIPROC_DIR"] = _METRICS_DIR.name
     arc, model, rest = split_arguments(argv)
     if model is None and "--model" not in rest and not any(a.startswith("--model=") for a in rest):
         from arc_vllm.model_prep import default_model_dir
@@ -104,6 +116,8 @@ def main(argv: list[str] | None = None) -> int:
         defaults += ["--host", "127.0.0.1"]
     if not any(a.startswith("--enable-prompt-tokens-details") for a in rest):
         defaults += ["--enable-prompt-tokens-details"]  # cached-token figures in every usage
+    if not any(a.startswith("--scheduler-cls") for a in rest):
+        defaults += ["--scheduler-cls", "arc_vllm.serving.scheduler.ArcScheduler"]
     args = parser.parse_args((["--model", model] if model else []) + defaults + rest)
     validate_parsed_serve_args(args)
     uvloop.run(serve(args, arc))

@@ -7,6 +7,8 @@
     arc_prefix_cached_tokens_total   of those, tokens served from vLLM's prefix cache
     arc_store_bytes                  payload bytes held by all session stores
     arc_sessions                     open sessions
+
+The engine-side figures (``arc_engine_*``) come from ``serving.scheduler``.
 """
 
 from __future__ import annotations
@@ -20,8 +22,10 @@ VIEW_TOKENS = Histogram("arc_view_tokens", "Tokens of each bounded view sent to 
 PROMPT_TOKENS = Counter("arc_prompt_tokens", "Prompt tokens of ARC requests (engine count)")
 PREFIX_CACHED_TOKENS = Counter("arc_prefix_cached_tokens",
                                "Prompt tokens of ARC requests served from the prefix cache")
-STORE_BYTES = Gauge("arc_store_bytes", "Payload bytes held by all ARC session stores")
-SESSIONS = Gauge("arc_sessions", "Open ARC sessions")
+# "livemax": one value per live API-server process under prometheus_client's multiprocess mode.
+STORE_BYTES = Gauge("arc_store_bytes", "Payload bytes held by all ARC session stores",
+                    multiprocess_mode="livemax")
+SESSIONS = Gauge("arc_sessions", "Open ARC sessions", multiprocess_mode="livemax")
 
 
 def refresh(manager) -> None:

@@ -81,6 +81,9 @@ def take_in(messages: list[dict], known: list[str], has_prefix: bool) -> NewItem
     prefix: list[dict] = []
     if not has_prefix:
         prefix, fresh = split_prefix(fresh)
+        prefix = [{"role": message["role"], "content": content_text(message, f"messages[{index}]")}
+                  for index, message in enumerate(prefix, start=start)]
+        start += len(prefix)
     events = []
     pending = {}      # tool_call_id -> (action, thought)
     last_action = ("", "")

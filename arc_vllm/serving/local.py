@@ -1,5 +1,11 @@
-"""Start and stop a real `arc-vllm serve` on 127.0.0.1 for tests (a free port, a log file,
-a bounded wait for /health, and the whole process group stopped afterwards)."""
+"""Start and stop a real ``arc-vllm serve`` on 127.0.0.1 as a subprocess, for tests and
+benchmarks: a free port, a log file, a bounded wait for /health, and the whole process
+group stopped afterwards (``kill()`` is the kill -9 a durable store must survive).
+
+    server = Server(model_dir, Path("server.log"), "--arc-store-dir", "sessions").wait()
+    ...
+    server.stop()
+"""
 
 import os
 import signal
@@ -10,7 +16,7 @@ import time
 import urllib.request
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def free_port() -> int:
@@ -20,12 +26,15 @@ def free_port() -> int:
 
 
 class Server:
-    def __init__(self, model: str, log: Path, *extra: str, port: int | None = None):
+    def __init__(self, model: str, log: Path, *extra: str, port: int | None = None,
+                 in_process_engine: bool = True):
         self.port = port or free_port()
         self.base = f"http://127.0.0.1:{self.port}"
         self.log = log
         env = dict(os.environ, VLLM_CPU_KVCACHE_SPACE="1", VLLM_NO_USAGE_STATS="1",
-                   DO_NOT_TRACK="1", HF_HUB_OFFLINE="1", VLLM_ENABLE_V1_MULTIPROCESSING="0")
+                   DO_NOT_TRACK="1", HF_HUB_OFFLINE="1")
+        if in_process_engine:  # faster start, fewer processes (tests)
+            env["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
         env.pop("TRITON_INTERPRET", None)
         command = [str(Path(sys.executable).parent / "arc-vllm"), "serve", model,
                    "--port", str(self.port), "--enforce-eager", "--max-model-len", "4096",

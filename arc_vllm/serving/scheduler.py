@@ -1,0 +1,53 @@
+"""The engine-side hook: a vLLM Scheduler that measures what prefix-stable views save.
+
+Registered by ``arc-vllm serve`` as ``--scheduler-cls arc_vllm.serving.scheduler.ArcScheduler``
+(pass your own ``--scheduler-cls`` to replace it). It runs in vLLM's engine core. When an ARC
+request (one whose ``sampling_params.extra_args`` hold ``arc_session``) is first scheduled,
+its computed-token count is exactly what vLLM's prefix cache supplied, so the hook records,
+per request, the prompt tokens and the cached ones, and per session the compaction events
+the API server passed along (``arc_compactions``). The figures go to Prometheus
+(``arc_engine_prompt_tokens_total``, ``arc_engine_prefix_cached_tokens_total``,
+``arc_engine_requests_total``, ``arc_engine_compactions_total``), which reach vLLM's /metrics
+through prometheus_client's multiprocess directory (set up by the launcher), and are kept
+in ``ArcScheduler.records`` (the last 10,000) for in-process use.
+
+Only the scheduler side of vLLM is touched: ``schedule()`` is wrapped, nothing else.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+
+from prometheus_client import Counter
+from vllm.v1.core.sched.scheduler import Scheduler
+
+ENGINE_PROMPT_TOKENS = Counter("arc_engine_prompt_tokens",
+                               "Prompt tokens of ARC requests, seen by the scheduler")
+ENGINE_CACHED_TOKENS = Counter("arc_engine_prefix_cached_tokens",
+                               "Prompt tokens of ARC requests supplied by the prefix cache")
+ENGINE_REQUESTS = Counter("arc_engine_requests", "ARC requests scheduled")
+ENGINE_COMPACTIONS = Counter("arc_engine_compactions",
+                             "Compactions reported with ARC requests, per engine request")
+
+
+class ArcScheduler(Scheduler):
+    records: deque = deque(maxlen=10_000)
+
+    def schedule(self, *args, **kwargs):
+        output = super().schedule(*args, **kwargs)
+        for new in output.scheduled_new_reqs:
+            params = new.sampling_params
+            extra = (params.extra_args or {}) if params is not None else {}
+            session = extra.get("arc_session")
+            if session is None:
+                continue
+            prompt = len(new.prompt_token_ids or [])
+            cached = min(new.num_computed_tokens, prompt)
+            compactions = int(extra.get("arc_compactions", 0) or 0)
+            ENGINE_REQUESTS.inc()
+            ENGINE_PROMPT_TOKENS.inc(prompt)
+            ENGINE_CACHED_TOKENS.inc(cached)
+            ENGINE_COMPACTIONS.inc(compactions)
+            self.records.append({"request": new.req_id, "session": session, "prompt_tokens": prompt,
+                                 "cached_tokens": cached, "compactions": compactions})
+        return output

@@ -1,0 +1,91 @@
+"""The ARC chat path without a server, for the one fault a real engine never shows here: the
+engine refusing a view as too long (ARC's own bound prevents it), which must compact and retry.
+The engine is a fake that answers like vLLM's chat handler; everything else is real."""
+
+import asyncio
+from types import SimpleNamespace
+
+import pytest
+
+from arc_vllm.serving.chat import complete, is_context_length_error
+from arc_vllm.serving.sessions import SessionError, SessionManager
+
+
+class Result(SimpleNamespace):
+    def model_dump(self, **_):
+        return {"id": "x", "object": "chat.completion", "created": 0, "model": "m",
+                "choices": [{"index": 0, "message": {"role": "assistant",
+                                                     "content": self.choices[0].message.content},
+                             "finish_reason": "stop"}]}
+
+
+class Refusal(SimpleNamespace):
+    def model_dump(self, **_):
+        return {"error": {"message": self.message, "type": "BadRequestError", "code": 400}}
+
+
+class FakeEngine:
+    """Refuses the first ``refusals`` prompts as too long, then answers ``text``."""
+
+    def __init__(self, refusals, text="done"):
+        self.refusals, self.text, self.requests = refusals, text, []
+
+    async def create_chat_completion(self, request, raw_request):
+        self.requests.append(request)
+        if len(self.requests) <= self.refusals:
+            return Refusal(message="This model's maximum context length is 4096 tokens. However, "
+                                   "your prompt contains 5000 input tokens.", error=SimpleNamespace(code=400))
+        message = SimpleNamespace(content=self.text, tool_calls=None)
+        usage = SimpleNamespace(prompt_tokens=100, prompt_tokens_details=SimpleNamespace(cached_tokens=64))
+        return Result(choices=[SimpleNamespace(message=message)], usage=usage)
+
+
+def request_class(**fields):
+    return SimpleNamespace(**fields)
+
+
+def conversation(count):
+    messages = [{"role": "user", "content": "task"}]
+    for index in range(count):
+        messages += [{"role": "assistant", "content": "", "tool_calls": [
+            {"id": f"c{index}", "type": "function", "function": {"name": "cat", "arguments": str(index)}}]},
+                     {"role": "tool", "tool_call_id": f"c{index}", "content": f"line {index}\n" * 40}]
+    return messages
+
+
+def test_context_length_refusal_compacts_and_retries(smol):
+    manager = SessionManager(smol, 4096, {})
+    session = manager.create()
+    engine = FakeEngine(refusals=2)
+    response = asyncio.run(complete({"messages": conversation(8)}, session, engine, None, request_class))
+    arc = response["arc"]
+    assert arc["reactive_retries"] == 2 and arc["engine_calls"] == 3
+    assert arc["compactions"] >= 2 and response["choices"][0]["message"]["content"] == "done"
+    # Each retry sent a smaller (or equal) view, and nothing stored was lost.
+    sizes = arc["view_tokens_per_call"]
+    assert sizes[1] <= sizes[0] and sizes[2] <= sizes[1]
+    assert len(session.store) == 8 and arc["cached_prompt_tokens"] == 64
+
+
+def test_a_refusal_that_persists_is_returned_not_looped(smol):
+    manager = SessionManager(smol, 4096, {})
+    session = manager.create()
+    response = asyncio.run(complete({"messages": conversation(2)}, session, FakeEngine(refusals=99),
+                                    None, request_class))
+    assert response["_status"] == 400 and "maximum context length" in response["error"]["message"]
+    assert len(session.store) == 2
+
+
+def test_only_context_length_errors_trigger_compaction():
+    assert is_context_length_error(Refusal(message="This model's maximum context length is 10"))
+    assert not is_context_length_error(Refusal(message="temperature must be >= 0"))
+
+
+def test_bad_bodies_are_refused_before_anything_is_stored(smol):
+    session = SessionManager(smol, 4096, {}).create()
+    for body, field in [({"messages": "x"}, "messages"), ({"messages": [{"content": "x"}]}, "messages\\[0\\]"),
+                        ({"messages": [{"role": "user", "content": "x"}], "n": 3}, "n:"),
+                        ({"messages": [{"role": "user", "content": [{"type": "image_url"}]}]}, "text content")]:
+        with pytest.raises(SessionError, match=field):
+            asyncio.run(complete(body, session, FakeEngine(0), None, request_class))
+    assert len(session.store) == 0
