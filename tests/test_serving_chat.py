@@ -3,6 +3,7 @@ engine refusing a view as too long (ARC's own bound prevents it), which must com
 The engine is a fake that answers like vLLM's chat handler; everything else is real."""
 
 import asyncio
+import json
 from types import SimpleNamespace
 
 import pytest
@@ -25,17 +26,20 @@ class Refusal(SimpleNamespace):
 
 
 class FakeEngine:
-    """Refuses the first ``refusals`` prompts as too long, then answers ``text``."""
+    """Refuses the first ``refusals`` prompts as too long, then answers ``text`` (or, while
+    ``tool_calls`` lasts, the next of those tool calls)."""
 
-    def __init__(self, refusals, text="done"):
+    def __init__(self, refusals, text="done", tool_calls=()):
         self.refusals, self.text, self.requests = refusals, text, []
+        self.tool_calls = list(tool_calls)
 
     async def create_chat_completion(self, request, raw_request):
         self.requests.append(request)
         if len(self.requests) <= self.refusals:
             return Refusal(message="This model's maximum context length is 4096 tokens. However, "
                                    "your prompt contains 5000 input tokens.", error=SimpleNamespace(code=400))
-        message = SimpleNamespace(content=self.text, tool_calls=None)
+        calls = [self.tool_calls.pop(0)] if self.tool_calls else None
+        message = SimpleNamespace(content=None if calls else self.text, tool_calls=calls)
         usage = SimpleNamespace(prompt_tokens=100, prompt_tokens_details=SimpleNamespace(cached_tokens=64))
         return Result(choices=[SimpleNamespace(message=message)], usage=usage)
 
@@ -65,6 +69,30 @@ def test_context_length_refusal_compacts_and_retries(smol):
     sizes = arc["view_tokens_per_call"]
     assert sizes[1] <= sizes[0] and sizes[2] <= sizes[1]
     assert len(session.store) == 8 and arc["cached_prompt_tokens"] == 64
+
+
+def tool_call(name, arguments):
+    return SimpleNamespace(id="t", type="function",
+                           function=SimpleNamespace(name=name, arguments=json.dumps(arguments)))
+
+
+def test_arc_tool_calls_are_offered_and_served_inside(smol):
+    """With tools in the request, ARC's tools are offered beside them, and a call to one of
+    them is served here: the next view holds the exact stored text."""
+    session = SessionManager(smol, 4096, {}).create()
+    messages = conversation(8)
+    body = {"messages": messages, "tools": [{"type": "function", "function": {"name": "cat"}}]}
+    asyncio.run(complete(body, session, FakeEngine(0), None, request_class))
+    id = session.store.ids()[0]
+    engine = FakeEngine(0, tool_calls=[tool_call("_recall", {"id": id}),
+                                       tool_call("_catalog", {"page": 1})])
+    response = asyncio.run(complete(body, session, engine, None, request_class))
+    offered = {tool["function"]["name"] for tool in engine.requests[0].tools}
+    assert offered == {"cat", "_recall", "_recall_meta", "_catalog"}
+    assert response["arc"]["commands_served"] == 2 and response["arc"]["recalls"] == 1
+    second_view = "\n".join(m["content"] for m in engine.requests[1].messages)
+    assert session.store.get(id).content in second_view
+    assert response["choices"][0]["message"]["content"] == "done"
 
 
 def test_a_refusal_that_persists_is_returned_not_looped(smol):

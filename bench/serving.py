@@ -1,0 +1,183 @@
+"""Serving benchmarks of `arc-vllm serve`, on the tiny random-weight model (plumbing speed).
+
+    .venv/bin/python bench/serving.py [--sessions 32] [--turns 20] [--prefix-turns 60]
+                                      [--out runs/bench/serving.json]
+
+1. Load: N concurrent sessions x T turns (a two-line tool observation per turn, 8 generated
+   tokens, an 8k window), small enough that no compaction is needed. Reports errors, views over budget, throughput
+   and p50/p99 latency with ARC sessions, and for the same conversations sent without ARC
+   (plain vLLM), and their ratio (target: ARC/plain latency <= 1.05).
+2. Prefix reuse: one 60-turn session whose observations overflow the window many times.
+   Reports, from vLLM's own usage.prompt_tokens_details.cached_tokens, the fraction of prompt
+   tokens served from the prefix cache with ARC's prefix-stable views (on turns without a
+   compaction, and overall) vs a naive re-render that keeps the newest messages that fit the
+   same budget (target for ARC: >= 0.8 on turns without compaction).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+from openai import AsyncOpenAI  # noqa: E402
+
+from arc_vllm.core.tokens import HFTokenCounter  # noqa: E402
+from arc_vllm.model_prep import prepare_tiny  # noqa: E402
+from arc_vllm.serving.local import Server  # noqa: E402
+
+
+def tool_turn(session: int, index: int, lines: int):
+    body = "".join(f"s{session} t{index} line {n}: ok {n * 31 % 97}\n" for n in range(lines))
+    call = {"id": f"c{index}", "type": "function",
+            "function": {"name": "cat", "arguments": json.dumps({"path": f"f{index}.log"})}}
+    return [{"role": "assistant", "content": f"Step {index}.", "tool_calls": [call]},
+            {"role": "tool", "tool_call_id": f"c{index}", "content": body}]
+
+
+def percentile(values, fraction):
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(fraction * (len(ordered) - 1)))]
+
+
+async def create_session(client) -> dict:
+    response = await client._client.post(str(client.base_url).replace("/v1/", "/v1/arc/sessions"))
+    return response.json()
+
+
+async def one_conversation(client, model, session_index, turns, arc_session, record):
+    messages = [{"role": "system", "content": "You are an agent."},
+                {"role": "user", "content": f"Session {session_index}: check every file."}]
+    for index in range(turns):
+        messages += tool_turn(session_index, index, 2)
+        extra = {"vllm_xargs": {"arc_session": arc_session}} if arc_session else {}
+        started = time.perf_counter()
+        try:
+            response = await client.chat.completions.create(model=model, messages=messages,
+                                                            max_tokens=8, extra_body=extra)
+        except Exception as error:  # counted, not raised: the benchmark reports errors
+            record["errors"].append(repr(error)[:200])
+            continue
+        record["latency"].append(time.perf_counter() - started)
+        arc = (response.model_extra or {}).get("arc")
+        if arc:
+            record["compactions"] += arc["compactions"]
+            record["over_budget"] += arc["view_tokens"] > arc["budget_tokens"]
+        messages.append({"role": "assistant", "content": response.choices[0].message.content or ""})
+
+
+async def load(server, sessions, turns, with_arc) -> dict:
+    client = AsyncOpenAI(base_url=server.base + "/v1", api_key="none", max_retries=0, timeout=600)
+    model = (await client.models.list()).data[0].id
+    record = {"latency": [], "errors": [], "compactions": 0, "over_budget": 0}
+    ids = [(await create_session(client))["id"] if with_arc else None for _ in range(sessions)]
+    started = time.perf_counter()
+    await asyncio.gather(*(one_conversation(client, model, i, turns, ids[i], record)
+                           for i in range(sessions)))
+    elapsed = time.perf_counter() - started
+    await client.close()
+    latency = record["latency"]
+    return {"arc": with_arc, "sessions": sessions, "turns": turns, "requests": len(latency),
+            "errors": len(record["errors"]), "error_samples": record["errors"][:3],
+            "over_budget_views": record["over_budget"], "compactions": record["compactions"],
+            "seconds": round(elapsed, 2), "requests_per_s": round(len(latency) / elapsed, 2),
+            "p50_ms": round(1000 * statistics.median(latency), 1),
+            "p99_ms": round(1000 * percentile(latency, 0.99), 1)}
+
+
+async def prefix_reuse(server, turns, counter) -> dict:
+    client = AsyncOpenAI(base_url=server.base + "/v1", api_key="none", max_retries=0, timeout=600)
+    model = (await client.models.list()).data[0].id
+    session = await create_session(client)
+    budget = session["budget_tokens"]
+    messages = [{"role": "system", "content": "You are an agent."},
+                {"role": "user", "content": "Read the logs one by one."}]
+    arc_rows, naive_rows = [], []
+    for index in range(turns):
+        messages += tool_turn(0, index, 5 + (index * 37) % 20)
+        response = await client.chat.completions.create(
+            model=model, messages=messages, max_tokens=8,
+            extra_body={"vllm_xargs": {"arc_session": session["id"]}})
+        arc = response.model_extra["arc"]
+        arc_rows.append((arc["prompt_tokens"], arc["cached_prompt_tokens"], arc["compactions"] > 0))
+        messages.append({"role": "assistant", "content": response.choices[0].message.content or ""})
+        # Naive: the newest messages that fit the same budget (the task prefix kept).
+        plain = [{"role": m["role"], "content": m.get("content") or json.dumps(m.get("tool_calls"))}
+                 for m in messages]
+        window = plain[2:]
+        while window and counter.count_messages(plain[:2] + window) > budget:
+            window = window[1:]
+        naive = await client.chat.completions.create(model=model, messages=plain[:2] + window,
+                                                     max_tokens=8)
+        details = naive.usage.prompt_tokens_details
+        naive_rows.append((naive.usage.prompt_tokens, (details.cached_tokens or 0) if details else 0))
+
+    await client.close()
+
+    def fraction(rows):
+        total = sum(row[0] for row in rows)
+        return round(sum(row[1] for row in rows) / total, 3) if total else 0.0
+
+    steady = [row for row in arc_rows[1:] if not row[2]]
+    return {"turns": turns, "budget_tokens": budget,
+            "arc_compaction_turns": sum(row[2] for row in arc_rows),
+            "arc_cached_fraction_without_compaction": fraction(steady),
+            "arc_cached_fraction_all_turns": fraction(arc_rows[1:]),
+            "naive_cached_fraction_all_turns": fraction(naive_rows[1:]),
+            "arc_prompt_tokens": sum(row[0] for row in arc_rows),
+            "naive_prompt_tokens": sum(row[0] for row in naive_rows)}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sessions", type=int, default=32)
+    parser.add_argument("--turns", type=int, default=20)
+    parser.add_argument("--prefix-turns", type=int, default=60)
+    parser.add_argument("--out", default="runs/bench/serving.json")
+    args = parser.parse_args()
+    model = prepare_tiny()
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    server = Server(str(model), Path(args.out).with_suffix(".server.log"), "--max-num-seqs", "32",
+                    "--max-model-len", "8192", in_process_engine=False).wait()
+    try:
+        results = {"model": "arc-tiny-llama (random weights, 2 layers)", "machine_cpus": os.cpu_count()}
+        # Plain first, then ARC, then plain again: the ratio uses the mean of both plain runs.
+        plain_first = asyncio.run(load(server, args.sessions, args.turns, with_arc=False))
+        with_arc = asyncio.run(load(server, args.sessions, args.turns, with_arc=True))
+        plain_again = asyncio.run(load(server, args.sessions, args.turns, with_arc=False))
+        plain_p50 = (plain_first["p50_ms"] + plain_again["p50_ms"]) / 2
+        plain_rate = (plain_first["requests_per_s"] + plain_again["requests_per_s"]) / 2
+        results["load"] = {"plain": [plain_first, plain_again], "arc": with_arc,
+                           "p50_latency_ratio_arc_to_plain": round(with_arc["p50_ms"] / plain_p50, 3),
+                           "throughput_ratio_arc_to_plain": round(with_arc["requests_per_s"] / plain_rate, 3)}
+        for label, row in (("plain", plain_first), ("arc", with_arc), ("plain", plain_again)):
+            print(f"load {label:>5}: {row['requests']} requests, {row['errors']} errors, "
+                  f"{row['requests_per_s']} req/s, p50 {row['p50_ms']} ms, p99 {row['p99_ms']} ms"
+                  + (f", {row['over_budget_views']} views over budget, {row['compactions']} compactions"
+                     if row["arc"] else ""))
+        print(f"load: ARC/plain p50 latency {results['load']['p50_latency_ratio_arc_to_plain']}, "
+              f"throughput {results['load']['throughput_ratio_arc_to_plain']}")
+        counter = HFTokenCounter(str(model))
+        results["prefix"] = asyncio.run(prefix_reuse(server, args.prefix_turns, counter))
+        prefix = results["prefix"]
+        print(f"prefix reuse over {prefix['turns']} turns ({prefix['arc_compaction_turns']} with a "
+              f"compaction): ARC {prefix['arc_cached_fraction_without_compaction']} on turns without "
+              f"compaction, {prefix['arc_cached_fraction_all_turns']} overall; naive re-render "
+              f"{prefix['naive_cached_fraction_all_turns']}")
+    finally:
+        server.stop()
+    Path(args.out).write_text(json.dumps(results, indent=1))
+    print(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
