@@ -49,6 +49,7 @@ class Session:
                       if folder else ObsStore(head_preview_chars=config.head_preview_chars,
                                               tail_preview_chars=config.tail_preview_chars))
         self.fingerprints = fingerprints or []
+        self.prefix: list[dict] | None = None
         self.context: ArcContext | None = None
         self.num_requests = 0
         if prefix:
@@ -67,7 +68,7 @@ class Session:
         if self.folder is None:
             return
         state = {"id": self.id, "config": self.config.to_dict(),
-                 "prefix": getattr(self, "prefix", None), "fingerprints": self.fingerprints}
+                 "prefix": self.prefix, "fingerprints": self.fingerprints}
         temporary = self.folder / "session.json.tmp"
         temporary.write_text(json.dumps(state))
         os.replace(temporary, self.folder / "session.json")
