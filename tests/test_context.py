@@ -215,3 +215,18 @@ def test_memory_beyond_the_stored_bodies_stays_bounded(smol, monkeypatch):
     bodies_added = overhead[600][1] - overhead[300][1]
     assert grown < bodies_added / 3, (grown, bodies_added)
     assert set(context._turn_forms) <= set(range(context.state.boundary, len(context.turns)))
+
+
+def test_a_compaction_that_only_appends_keeps_the_summary_text_as_a_prefix(smol):
+    context = ArcContext(ArcConfig.for_window(16384, 1024), smol, task="t")
+    summaries = []
+    for step in range(30):
+        context.observe(f"cat {step}", make_text(7 * step + 1, 3000))
+        view = context.render()
+        summary = next((m["content"] for m in view.messages if m["content"].startswith("[ARC summary")), "")
+        if summary:
+            summaries.append((summary, context.state.collapsed, context.state.elided))
+    assert len({text for text, _, _ in summaries}) > 3
+    for (before, c0, e0), (after, c1, e1) in zip(summaries, summaries[1:]):
+        if (c0, e0) == (c1, e1):  # nothing collapsed or elided: only new entries at the end
+            assert after.startswith(before)

@@ -93,8 +93,10 @@ class Summarizer:
         """S as text and its token estimate ('' when nothing is summarised)."""
         if state.boundary == 0:
             return "", 0
-        parts = [f"[ARC summary of steps {turns[0].step}-{turns[state.boundary - 1].step}; "
-                 "§ids are exact stored observations: `_recall §id`]"]
+        # A constant header: a compaction that only appends entries leaves the summary's
+        # existing text, and so the engine's cached prefix through it, unchanged.
+        parts = ["[ARC summary of earlier steps; §ids are exact stored observations: "
+                 "`_recall §id`]"]
         if state.elided:
             parts.append(f"(steps {turns[0].step}-{turns[state.elided - 1].step} are not listed "
                          "here; their stubs are in the catalog)")

@@ -21,7 +21,7 @@ from dataclasses import fields
 from pathlib import Path
 
 from arc_vllm.core.config import ArcConfig
-from arc_vllm.core.context import ArcContext
+from arc_vllm.core.context import DEFAULT_SYSTEM, ArcContext
 from arc_vllm.core.store import ObsStore
 
 BUDGET_FIELDS = {f.name for f in fields(ArcConfig)} - {"context_window"}
@@ -59,8 +59,10 @@ class Session:
         """Fix the task prefix F (system prompt + task) at the first request."""
         system = "\n\n".join(m.get("content") or "" for m in prefix if m.get("role") != "user")
         task = "\n\n".join(m.get("content") or "" for m in prefix if m.get("role") == "user")
+        # The client's system prompt, then ARC's note on stubs and commands.
+        system = f"{system}\n\n{DEFAULT_SYSTEM}" if system else DEFAULT_SYSTEM
         context = ArcContext(self.config, self.counter, task=task or "(no task given)",
-                             store=self.store, **({"system": system} if system else {}))
+                             store=self.store, system=system)
         self.context = context
         self.prefix = prefix
 
