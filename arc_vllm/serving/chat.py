@@ -19,7 +19,7 @@ import time
 from arc_vllm.core.commands import parse_commands
 from arc_vllm.serving import metrics
 from arc_vllm.serving.sessions import SessionError
-from arc_vllm.serving.transcript import take_in
+from arc_vllm.serving.transcript import message_text, take_in
 
 ARC_TOOLS = [
     {"type": "function", "function": {
@@ -94,9 +94,12 @@ async def complete(body: dict, session, serving, raw_request, request_class) -> 
             except ValueError as error:  # the task prefix is over B
                 raise SessionError(f"messages: {error}") from None
         context = session.context
-        before_tokens = context.counter.count_messages(
-            [{"role": m.get("role", "user"), "content": m.get("content") if isinstance(m.get("content"), str) else ""}
-             for m in body["messages"]])
+        # What the conversation would cost without ARC: kept as a running sum over the
+        # messages taken in (each counted once, as a chat message of the model's template).
+        for message in items.new_messages:
+            session.full_tokens += context.sizer({"role": message.get("role", "user"),
+                                                  "content": message_text(message)})
+        before_tokens = context.prefix_tokens + session.full_tokens
         # Archive first: once stored, nothing below can lose it.
         for _, action, observation, thought in items.events:
             context.observe(action, observation, thought=thought)

@@ -50,6 +50,7 @@ class Session:
                                               tail_preview_chars=config.tail_preview_chars))
         self.fingerprints = fingerprints or []
         self.prefix: list[dict] | None = None
+        self.full_tokens = 0  # the conversation's size without ARC, beyond the task prefix
         self.context: ArcContext | None = None
         self.num_requests = 0
         if prefix:

@@ -57,6 +57,12 @@ class NewItems:
     prefix: list[dict]               # the task prefix, when this request establishes it
     events: list[tuple]              # ("observe", action, observation, thought) in order
     fingerprints: list[str]          # of every message taken in, in order
+    new_messages: list[dict]         # the messages after the prefix that are new
+
+
+def message_text(message: dict) -> str:
+    """A message as plain text for size accounting: its text, or its tool calls."""
+    return action_of(message) if message.get("tool_calls") else content_text(message)
 
 
 def split_prefix(messages: list[dict]) -> tuple[list[dict], list[dict]]:
@@ -104,7 +110,7 @@ def take_in(messages: list[dict], known: list[str], has_prefix: bool) -> NewItem
             events.append(("observe", role, content_text(message, where), ""))
         else:
             raise ValueError(f"{where}.role: unknown role {role!r}")
-    return NewItems(prefix, events, taken)
+    return NewItems(prefix, events, taken, fresh)
 
 
 if __name__ == "__main__":
