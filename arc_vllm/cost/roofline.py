@@ -1,0 +1,139 @@
+"""The paper's roofline model of decode HBM traffic and serving time, per method.
+
+For each model call k with prompt length p_k and m_k generated tokens, the active context is
+L_k = p_k + m_k / 2 (its mean over the decode) and
+
+    decode bytes_k = m_k * (M_w / B + L_k * kv_b)
+    B              = max(1, floor((HBM - M_w - scratch) / (mean_k L_k * kv_b)))
+    T_decode       = sum_k decode bytes_k / peak bandwidth
+    T_prefill      = sum_k prefill FLOPs_k / peak BF16 FLOP/s,
+    prefill FLOPs_k = 2 * parameters * p_k + 2 * layers * p_k^2 * heads * head_size  (causal)
+
+with M_w the weight bytes and kv_b = 2 * layers * kv_heads * head_size * dtype bytes the KV
+bytes per token. A method's totals are divided by its number of successful tasks; savings
+and speedups are against a chosen baseline method. Hardware and models are data
+(``specs.json``).
+
+Run ``python -m arc_vllm.cost.roofline`` for a two-method example on H200 / Qwen3-8B.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+SPECS = json.loads((Path(__file__).with_name("specs.json")).read_text())
+
+
+@dataclass(frozen=True)
+class Hardware:
+    name: str
+    hbm_bytes: float
+    bandwidth_bytes_s: float
+    flops: float
+
+    @classmethod
+    def named(cls, name: str) -> "Hardware":
+        try:
+            spec = SPECS["hardware"][name]
+        except KeyError:
+            raise ValueError(f"unknown hardware {name!r}; known: {', '.join(SPECS['hardware'])}") from None
+        return cls(name, spec["hbm_gb"] * 1e9, spec["bandwidth_tb_s"] * 1e12, spec["bf16_tflops"] * 1e12)
+
+
+@dataclass(frozen=True)
+class Model:
+    name: str
+    parameters: float
+    layers: int
+    attention_heads: int
+    kv_heads: int
+    head_size: int
+    dtype_bytes: int
+
+    @classmethod
+    def named(cls, name: str) -> "Model":
+        try:
+            spec = SPECS["models"][name]
+        except KeyError:
+            raise ValueError(f"unknown model {name!r}; known: {', '.join(SPECS['models'])}") from None
+        return cls(name, spec["parameters"], spec["layers"], spec["attention_heads"],
+                   spec["kv_heads"], spec["head_size"], spec["dtype_bytes"])
+
+    @property
+    def weight_bytes(self) -> float:
+        return self.parameters * self.dtype_bytes
+
+    @property
+    def kv_bytes_per_token(self) -> int:
+        return 2 * self.layers * self.kv_heads * self.head_size * self.dtype_bytes
+
+    def prefill_flops(self, prompt_tokens: int) -> float:
+        attention = 2 * self.layers * prompt_tokens ** 2 * self.attention_heads * self.head_size
+        return 2 * self.parameters * prompt_tokens + attention
+
+
+@dataclass(frozen=True)
+class Call:
+    prompt_tokens: int
+    generated_tokens: int
+
+    @property
+    def context(self) -> float:
+        return self.prompt_tokens + self.generated_tokens / 2
+
+
+def batch_size(calls: list[Call], model: Model, hardware: Hardware, scratch_bytes: float) -> int:
+    """B: how many requests of the mean context fit beside the weights."""
+    if not calls:
+        return 1
+    mean_context = sum(call.context for call in calls) / len(calls)
+    free = hardware.hbm_bytes - model.weight_bytes - scratch_bytes
+    return max(1, math.floor(free / (mean_context * model.kv_bytes_per_token)))
+
+
+def roofline(calls: list[Call], successes: int, model: Model, hardware: Hardware,
+             scratch_bytes: float = 0.0) -> dict:
+    """Totals and per-success figures for one method's calls."""
+    batch = batch_size(calls, model, hardware, scratch_bytes)
+    decode_bytes = sum(call.generated_tokens * (model.weight_bytes / batch
+                                                + call.context * model.kv_bytes_per_token)
+                       for call in calls)
+    prefill_flops = sum(model.prefill_flops(call.prompt_tokens) for call in calls)
+    decode_s = decode_bytes / hardware.bandwidth_bytes_s
+    prefill_s = prefill_flops / hardware.flops
+    per = max(successes, 1)
+    return {"model": model.name, "hardware": hardware.name, "calls": len(calls),
+            "successes": successes, "batch_size": batch, "decode_bytes": decode_bytes,
+            "prefill_flops": prefill_flops, "decode_s": decode_s, "prefill_s": prefill_s,
+            "total_s": decode_s + prefill_s, "decode_tb_per_success": decode_bytes / per / 1e12,
+            "total_s_per_success": (decode_s + prefill_s) / per}
+
+
+def compare(methods: dict[str, dict], baseline: str) -> dict[str, dict]:
+    """Savings (%) in HBM traffic and speedup in time per success against ``baseline``."""
+    if baseline not in methods:
+        raise ValueError(f"baseline {baseline!r} is not among the methods {sorted(methods)}")
+    base = methods[baseline]
+    out = {}
+    for name, figures in methods.items():
+        out[name] = dict(figures,
+                         savings_pct=100 * (1 - figures["decode_tb_per_success"] / base["decode_tb_per_success"])
+                         if base["decode_tb_per_success"] else 0.0,
+                         speedup=base["total_s_per_success"] / figures["total_s_per_success"]
+                         if figures["total_s_per_success"] else math.inf)
+    return out
+
+
+if __name__ == "__main__":
+    model, hardware = Model.named("Qwen3-8B"), Hardware.named("H200")
+    window = [Call(14000, 300)] * 20
+    arc = [Call(5000, 300)] * 20
+    table = compare({"sliding_window": roofline(window, 10, model, hardware),
+                     "arc": roofline(arc, 10, model, hardware)}, "sliding_window")
+    for name, row in table.items():
+        print(f"{name:>15}: B={row['batch_size']:>3} {row['decode_tb_per_success']:.4f} TB/success "
+              f"{row['total_s_per_success']:.4f} s/success  savings {row['savings_pct']:.1f}%  "
+              f"speedup {row['speedup']:.2f}x")
