@@ -113,7 +113,8 @@ def test_bad_bodies_are_refused_before_anything_is_stored(smol):
     session = SessionManager(smol, 4096, {}).create()
     for body, field in [({"messages": "x"}, "messages"), ({"messages": [{"content": "x"}]}, "messages\\[0\\]"),
                         ({"messages": [{"role": "user", "content": "x"}], "n": 3}, "n:"),
-                        ({"messages": [{"role": "user", "content": [{"type": "image_url"}]}]}, "text content")]:
+                        ({"messages": [{"role": "user", "content": [{"type": "image_url"}]}]}, "text content"),
+                        ({"messages": [{"role": "user", "content": "x"}], "max_tokens": "many"}, "max_tokens")]:
         with pytest.raises(SessionError, match=field):
             asyncio.run(complete(body, session, FakeEngine(0), None, request_class))
     assert len(session.store) == 0

@@ -78,6 +78,10 @@ def check_body(body: dict) -> None:
     xargs = body.get("vllm_xargs")
     if xargs is not None and not isinstance(xargs, dict):
         raise SessionError("vllm_xargs: must be an object")
+    for field in ("max_tokens", "max_completion_tokens"):
+        value = body.get(field)
+        if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
+            raise SessionError(f"{field}: must be a positive integer")
 
 
 async def complete(body: dict, session, serving, raw_request, request_class) -> dict:
