@@ -2,6 +2,8 @@
 
     arc-vllm replay FILE.jsonl [--context-window N] [--max-tokens N] [--tokenizer T] --out DIR
     arc-vllm serve [MODEL] [--arc-...] [vllm serve options]   vLLM with ARC sessions
+    arc-vllm bench niah [--methods ...] [--seeds ...] [--tasks N] --out DIR   scripted NIAH
+    arc-vllm report DIR         summary.json and tables.md from DIR/results.jsonl
     arc-vllm prepare-model      convert the embedded default model once (set-up does this)
 
 Run ``arc-vllm --help`` or ``arc-vllm replay --help``.
@@ -62,6 +64,20 @@ def main(argv: list[str] | None = None) -> int:
                              "(default: the embedded model's)")
     replay.add_argument("--out", default="runs/replay", help="output folder (default runs/replay)")
     _add_budget_options(replay)
+    bench = commands.add_parser("bench", help="benchmarks (so far: niah, scripted agent)")
+    bench_kinds = bench.add_subparsers(dest="bench", required=True)
+    niah = bench_kinds.add_parser("niah", help="Needle-in-a-Haystack with the scripted agent")
+    niah.add_argument("--methods", default="arc,sliding_window,full_context",
+                      help="comma-separated context policies")
+    niah.add_argument("--seeds", default="42,82,122")
+    niah.add_argument("--tasks", type=int, default=20, help="tasks per seed")
+    niah.add_argument("--force", default="5,10,15", help="forced-compaction call indices")
+    niah.add_argument("--noise-lines", type=int, default=25, choices=[5, 10, 25, 30])
+    niah.add_argument("--tokenizer", default=None)
+    niah.add_argument("--out", default="runs/niah")
+    _add_budget_options(niah)
+    report_command = commands.add_parser("report", help="summary.json and tables from DIR/results.jsonl")
+    report_command.add_argument("directory")
     commands.add_parser("prepare-model", help="prepare the embedded default model")
     commands.add_parser("serve", help="vLLM's OpenAI server with ARC sessions "
                         "(arc-vllm serve [MODEL] [--arc-...] [vllm options]; see serve --help)",
@@ -74,6 +90,35 @@ def main(argv: list[str] | None = None) -> int:
         return serve_main(argv[1:])
     args = parser.parse_args(argv)
 
+    if args.command == "bench":
+        from arc_vllm.agent.niah_bench import run as run_niah
+        from arc_vllm.core.tokens import load_counter
+
+        from arc_vllm.policies import POLICIES
+
+        methods = [method for method in args.methods.split(",") if method]
+        unknown = [method for method in methods if method not in POLICIES]
+        if unknown:
+            parser.error(f"unknown method(s) {', '.join(unknown)}; available: {', '.join(POLICIES)}")
+        try:
+            config = _config(args)
+            seeds = [int(seed) for seed in args.seeds.split(",") if seed]
+            force = tuple(int(call) for call in args.force.split(",") if call)
+        except ValueError as error:
+            parser.error(str(error))
+        summary = run_niah(args.out, methods, seeds, args.tasks,
+                           config, load_counter(args.tokenizer), force, args.noise_lines)
+        from arc_vllm.reports.summary import tables
+
+        print(tables(summary))
+        return 0
+    if args.command == "report":
+        from arc_vllm.reports.summary import report, tables
+
+        if not os.path.exists(os.path.join(args.directory, "results.jsonl")):
+            parser.error(f"no results.jsonl in {args.directory}")
+        print(tables(report(args.directory)))
+        return 0
     if args.command == "prepare-model":
         from arc_vllm.model_prep import prepare
 

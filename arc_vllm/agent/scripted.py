@@ -6,9 +6,10 @@ as visible text or through a §id it can recall. Each turn it decides from the p
 1. read the next file of the task's list (the file after the newest ``cat`` it can see);
 2. after the last file: submit the needle if ``NEEDLE=...`` is visible;
 3. else follow ARC's newest instruction for the next chunk, or recall the §id whose stub
-   names ``cat secrets.txt``, or turn the catalog page while it has not wrapped; when a
-   recalled chunk ends inside the needle, it notes the part it saw in its thought (the only
-   memory it has beyond the prompt) and joins it with the start of the next chunk;
+   names ``cat secrets.txt``, or turn the catalog page while it has not wrapped; a chunk
+   cut may fall inside the needle's line, so before asking for the next chunk it notes the
+   last line fragment it saw in its thought (its only memory beyond the prompt) and joins
+   it with the first line of the next chunk;
 4. else give up (no answer).
 
 ``act`` returns (thought, action).
@@ -27,9 +28,8 @@ ORDER = re.compile(r"in this order with `cat FILE`: (.+?)\. One of them")
 READ = re.compile(r"Action: cat (\S+)")
 SECRETS_STUB = re.compile(r"§([0-9a-f]{8,40}) · cat secrets\.txt")
 NEXT_CHUNK = re.compile(r"next: `(_recall §[0-9a-f]+ \d+)`")
-PARTIAL_AT_CHUNK_END = re.compile(rf"NEEDLE=([{ALPHABET}]{{1,{NEEDLE_LENGTH - 1}}})\n<<< end §")
-NOTED = re.compile(rf"partial NEEDLE=([{ALPHABET}]+)")
-CHUNK_START = re.compile(rf"<<< §[0-9a-f]+ chunk \d+/\d+ >>>\n([{ALPHABET}]*)")
+CHUNK = re.compile(r"<<< §([0-9a-f]+) chunk (\d+)/(\d+) >>>\n(.*?)\n<<< end §", re.DOTALL)
+NOTED = re.compile(r"chunk tail: ([^\n]*)")
 GIVE_UP = "give up"
 
 
@@ -45,13 +45,14 @@ class ScriptedAgent:
         found = NEEDLE.findall(text)
         if found:
             return "", f"submit NEEDLE={found[-1]}"
-        for noted in NOTED.findall(text)[::-1]:
-            missing = NEEDLE_LENGTH - len(noted)
-            for start in CHUNK_START.findall(text):
-                if len(start) >= missing:
-                    return "", f"submit NEEDLE={noted}{start[:missing]}"
-        partial = PARTIAL_AT_CHUNK_END.findall(text)
-        thought = f"partial NEEDLE={partial[-1]}" if partial else ""
+        bodies = [(int(number), total, body) for _, number, total, body in CHUNK.findall(text)]
+        for tail in NOTED.findall(text):
+            for _, _, body in bodies:
+                joined = NEEDLE.findall(tail + body.split("\n", 1)[0])
+                if joined:
+                    return "", f"submit NEEDLE={joined[-1]}"
+        unfinished = [body for number, total, body in bodies if number < int(total)]
+        thought = f"chunk tail: {unfinished[-1].rsplit(chr(10), 1)[-1]}" if unfinished else ""
         chunks = [command for command in NEXT_CHUNK.findall(text) if f"Action: {command}" not in text]
         if chunks:
             return thought, chunks[-1]

@@ -1,0 +1,1 @@
+"""Benchmark reports: statistics (``stats``) and summaries with the paper's tables (``summary``)."""
