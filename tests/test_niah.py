@@ -49,6 +49,17 @@ def test_baselines_lose_the_needle_here(method, smol):
         assert all(result["crashed"] and not result["answered"] for result in results)
 
 
+def test_rag_memory_retrieves_the_needle_chunk_within_budget(smol):
+    from arc_vllm.policies.rag_memory import line_chunks
+
+    text = "".join(f"line {n}\n" for n in range(100))
+    chunks = line_chunks(text, 60)
+    assert "".join(chunks) == text and all(chunk.endswith("\n") for chunk in chunks)
+    results = [run("rag_memory", 42, index, smol) for index in range(2)]
+    assert all(r["max_prompt_tokens"] <= CONFIG.input_budget_tokens for r in results)
+    assert all(r["answered"] for r in results)  # the task names the banner it retrieves by
+
+
 def test_policy_protocol_edges(smol):
     full = FullContext(smol, 200, task="t")
     with pytest.raises(ContextOverflow):
