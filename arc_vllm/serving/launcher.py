@@ -52,7 +52,7 @@ def split_arguments(argv: list[str]) -> tuple[dict, str | None, list[str]]:
 
 
 def install(app, engine_model_path: str, context_window: int, arc: dict) -> None:
-    """Attach ARC to vLLM's app (routes, middleware, sessions)."""
+    """Attach ARC to vLLM's app: its routes, the chat route in front of vLLM's, sessions."""
     from arc_vllm.core.tokens import HFTokenCounter
     from arc_vllm.serving.routes import attach
     from arc_vllm.serving.sessions import SessionManager
