@@ -27,6 +27,15 @@ from pathlib import Path
 SPECS = json.loads((Path(__file__).with_name("specs.json")).read_text())
 
 
+def spec(kind: str, name: str) -> dict:
+    """One entry of specs.json (``kind`` is "hardware" or "models"), or a clear error."""
+    entries = SPECS[kind]
+    if name not in entries:
+        label = "hardware" if kind == "hardware" else "model"
+        raise ValueError(f"unknown {label} {name!r}; known: {', '.join(entries)}")
+    return entries[name]
+
+
 @dataclass(frozen=True)
 class Hardware:
     name: str
@@ -36,11 +45,8 @@ class Hardware:
 
     @classmethod
     def named(cls, name: str) -> "Hardware":
-        try:
-            spec = SPECS["hardware"][name]
-        except KeyError:
-            raise ValueError(f"unknown hardware {name!r}; known: {', '.join(SPECS['hardware'])}") from None
-        return cls(name, spec["hbm_gb"] * 1e9, spec["bandwidth_tb_s"] * 1e12, spec["bf16_tflops"] * 1e12)
+        entry = spec("hardware", name)
+        return cls(name, entry["hbm_gb"] * 1e9, entry["bandwidth_tb_s"] * 1e12, entry["bf16_tflops"] * 1e12)
 
 
 @dataclass(frozen=True)
@@ -55,12 +61,9 @@ class Model:
 
     @classmethod
     def named(cls, name: str) -> "Model":
-        try:
-            spec = SPECS["models"][name]
-        except KeyError:
-            raise ValueError(f"unknown model {name!r}; known: {', '.join(SPECS['models'])}") from None
-        return cls(name, spec["parameters"], spec["layers"], spec["attention_heads"],
-                   spec["kv_heads"], spec["head_size"], spec["dtype_bytes"])
+        entry = spec("models", name)
+        return cls(name, entry["parameters"], entry["layers"], entry["attention_heads"],
+                   entry["kv_heads"], entry["head_size"], entry["dtype_bytes"])
 
     @property
     def weight_bytes(self) -> float:
