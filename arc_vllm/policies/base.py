@@ -14,6 +14,11 @@ from __future__ import annotations
 
 from typing import Protocol
 
+# Every method's agent sees the same protocol: the model agent parses the `Action:` line.
+ACTION_FORMAT = ("Reply with at most one short line of thought, then one line `Action: <command>`; "
+                 "when you know the answer, the action is the submission the task asks for.")
+SYSTEM = "You are an agent that solves tasks with tools. " + ACTION_FORMAT
+
 
 class ContextOverflow(RuntimeError):
     """The policy has no way to fit its prompt in the budget."""
@@ -32,6 +37,22 @@ class ContextPolicy(Protocol):
     def on_overflow(self, error: object = None) -> None: ...
 
     def compact(self) -> None: ...
+
+
+class ModelCalls:
+    """For policies that call a model (summaries, state): each call is recorded as extra model
+    work, and the loop takes the records after every step (``take_model_calls``)."""
+
+    def _record(self, kind: str, completion) -> None:
+        self.__dict__.setdefault("_model_calls", []).append(
+            {"kind": kind, "prompt_tokens": completion.prompt_tokens,
+             "cached_tokens": completion.cached_tokens,
+             "generated_tokens": completion.generated_tokens, "ms": completion.ms})
+
+    def take_model_calls(self) -> list[dict]:
+        calls = self.__dict__.get("_model_calls", [])
+        self._model_calls = []
+        return calls
 
 
 def turn_messages(thought: str, action: str, observation: str) -> list[dict]:

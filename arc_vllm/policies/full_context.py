@@ -6,10 +6,7 @@ window; it has no answer to an overflow (``on_overflow`` raises ``ContextOverflo
 
 from __future__ import annotations
 
-from arc_vllm.policies.base import ContextOverflow, prefix_messages, turn_messages
-
-SYSTEM = "You are an agent that solves tasks with tools."
-
+from arc_vllm.policies.base import SYSTEM, ContextOverflow, prefix_messages, turn_messages
 
 class FullContext:
     name = "full_context"

@@ -14,8 +14,7 @@ which the engine's prefix cache cannot reuse.
 
 from __future__ import annotations
 
-from arc_vllm.policies.base import ContextOverflow, prefix_messages, turn_messages
-from arc_vllm.policies.full_context import SYSTEM
+from arc_vllm.policies.base import SYSTEM, ContextOverflow, prefix_messages, turn_messages
 
 
 def line_chunks(text: str, chunk_chars: int) -> list[str]:

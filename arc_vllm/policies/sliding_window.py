@@ -8,8 +8,7 @@ the task prefix once the window is full. A forced compaction keeps only the newe
 
 from __future__ import annotations
 
-from arc_vllm.policies.base import ContextOverflow, prefix_messages, turn_messages
-from arc_vllm.policies.full_context import SYSTEM
+from arc_vllm.policies.base import SYSTEM, ContextOverflow, prefix_messages, turn_messages
 
 
 class SlidingWindow:
