@@ -1,17 +1,29 @@
-"""Context policies behind one protocol (``base.ContextPolicy``): ARC and the baselines.
+"""Context policies behind one protocol (``base.ContextPolicy``): ARC and the five baselines.
 
-Built so far: ``full_context``, ``sliding_window``, ``rag_memory``, ``arc``. Still to come
-(issue 3): ``llm_summary`` and ``structured_state`` (they need a model backend).
+``full_context``, ``sliding_window``, ``rag_memory``, ``arc`` need no model of their own;
+``llm_summary`` and ``structured_state`` call one (``MODEL_POLICIES``: pass ``backend=``).
 """
 
 from arc_vllm.policies.arc import ArcPolicy
 from arc_vllm.policies.base import ContextOverflow, ContextPolicy
 from arc_vllm.policies.full_context import FullContext
+from arc_vllm.policies.llm_summary import LlmSummary
 from arc_vllm.policies.rag_memory import RagMemory
 from arc_vllm.policies.sliding_window import SlidingWindow
+from arc_vllm.policies.structured_state import StructuredState
 
-POLICIES = {"full_context": FullContext, "sliding_window": SlidingWindow, "rag_memory": RagMemory,
-            "arc": ArcPolicy}
+POLICIES = {"full_context": FullContext, "sliding_window": SlidingWindow, "llm_summary": LlmSummary,
+            "structured_state": StructuredState, "rag_memory": RagMemory, "arc": ArcPolicy}
+MODEL_POLICIES = ("llm_summary", "structured_state")
 
-__all__ = ["POLICIES", "ContextPolicy", "ContextOverflow", "ArcPolicy", "FullContext", "RagMemory",
-           "SlidingWindow"]
+
+def make_policy(method: str, counter, budget_tokens: int, *, task: str, config=None, backend=None):
+    """One policy by name, with what that method needs (ARC its config, folds a backend)."""
+    if method not in POLICIES:
+        raise ValueError(f"unknown method {method!r}; available: {', '.join(POLICIES)}")
+    extra = {"config": config} if method == "arc" else {"backend": backend} if method in MODEL_POLICIES else {}
+    return POLICIES[method](counter, budget_tokens, task=task, **extra)
+
+
+__all__ = ["POLICIES", "MODEL_POLICIES", "make_policy", "ContextPolicy", "ContextOverflow", "ArcPolicy",
+           "FullContext", "LlmSummary", "RagMemory", "SlidingWindow", "StructuredState"]
