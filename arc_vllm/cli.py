@@ -2,8 +2,10 @@
 
     arc-vllm replay FILE.jsonl [--context-window N] [--max-tokens N] [--tokenizer T] --out DIR
     arc-vllm serve [MODEL] [--arc-...] [vllm serve options]   vLLM with ARC sessions
-    arc-vllm bench niah [--methods ...] [--seeds ...] [--tasks N] --out DIR   scripted NIAH
-    arc-vllm report DIR         summary.json and tables.md from DIR/results.jsonl
+    arc-vllm bench niah [--methods ...] [--seeds ...] [--tasks N] [--agent scripted|model] --out DIR
+    arc-vllm bench longbench --data data.json --backend vllm|openai [...] --out DIR
+    arc-vllm report DIR         summary.json, tables.md, accuracy.png from DIR/results.jsonl
+    arc-vllm cost DIR           roofline tables (cost.json, cost.md, hbm_*.png)
     arc-vllm prepare-model      convert the embedded default model once (set-up does this)
 
 Run ``arc-vllm --help`` or ``arc-vllm replay --help``.
@@ -16,6 +18,7 @@ import json
 import os
 import sys
 
+METHODS = ("arc", "full_context", "sliding_window", "llm_summary", "structured_state", "rag_memory")
 DEFAULT_SAMPLE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                               "examples", "trajectories.jsonl")
 
@@ -49,6 +52,83 @@ def _config(args):
     return ArcConfig.for_window(args.context_window, args.max_tokens, **overrides)
 
 
+def _recall_pair(text: str) -> tuple[int, int]:
+    """16k/8k -> (16000, 8000): RECALL_BUDGET_CHARS / RECALL_MAX_CHARS."""
+    def chars(part: str) -> int:
+        part = part.strip().lower()
+        return int(float(part[:-1]) * 1000) if part.endswith("k") else int(part)
+    try:
+        budget, largest = text.split("/")
+        return chars(budget), chars(largest)
+    except ValueError:
+        raise ValueError(f"--recall-budget {text!r}: expected BUDGET/MAX such as 16k/8k") from None
+
+
+def _settings(args) -> list:
+    from arc_vllm.agent.bench import Setting
+
+    schedules = [() if text == "none" else tuple(int(call) for call in text.split(",") if call)
+                 for text in args.force]
+    if args.recall_budget:
+        budgets = [_recall_pair(text) for text in args.recall_budget]
+    else:
+        budgets = [(args.recall_budget_chars or 16000, args.recall_max_chars or 8000)]
+    noises = getattr(args, "noise_lines", [None])
+    return [Setting(schedule, noise, budget, largest)
+            for schedule in schedules for noise in noises for budget, largest in budgets]
+
+
+def _bench(parser, args) -> int:
+    from arc_vllm.core.tokens import load_counter
+    from arc_vllm.policies import MODEL_POLICIES, POLICIES
+
+    methods = [method for method in args.methods.split(",") if method]
+    unknown = [method for method in methods if method not in POLICIES]
+    if unknown:
+        parser.error(f"unknown method(s) {', '.join(unknown)}; available: {', '.join(POLICIES)}")
+    needs_model = args.bench == "longbench" or getattr(args, "agent", "") == "model" or \
+        any(method in MODEL_POLICIES for method in methods)
+    if needs_model and args.backend is None:
+        parser.error("this run needs a model (--agent model, longbench, llm_summary or structured_state): "
+                     "give --backend vllm (in-process engine) or --backend openai --base-url URL")
+    try:
+        settings = _settings(args)
+        seeds = [int(seed) for seed in args.seeds.split(",") if seed]
+        overrides = {name: getattr(args, name) for name in ("recall_chunk_tokens", "recent_turns")
+                     if getattr(args, name) is not None}
+        _config(args)  # validate the budgets before anything starts
+    except ValueError as error:
+        parser.error(str(error))
+    from arc_vllm.agent.backends import make_backend
+
+    backend = make_backend(args.backend, base_url=args.base_url, model=args.model,
+                           context_window=args.context_window) if args.backend else None
+    concurrency = args.concurrency or (8 if backend else 1)
+    counter = load_counter(args.tokenizer or (args.model if args.backend == "vllm" else None))
+    common = dict(settings=settings, context_window=args.context_window, max_tokens=args.max_tokens,
+                  overrides=overrides, backend=backend, concurrency=concurrency,
+                  agent_max_tokens=args.agent_max_tokens)
+    try:
+        if args.bench == "niah":
+            from arc_vllm.agent.niah_bench import run as run_niah
+
+            summary = run_niah(args.out, methods, seeds, args.tasks, counter, agent=args.agent, **common)
+        else:
+            from arc_vllm.agent.longbench_bench import run as run_longbench
+
+            summary = run_longbench(args.out, args.data, methods, seeds, args.tasks, counter,
+                                    page_chars=args.page_chars, subset=args.subset, **common)
+    except ValueError as error:
+        parser.error(str(error))
+    finally:
+        if backend is not None:
+            backend.close()
+    from arc_vllm.reports.summary import tables
+
+    print(tables(summary))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     _offline()
     parser = argparse.ArgumentParser(prog="arc-vllm", description="Addressable Recall Compaction "
@@ -64,20 +144,47 @@ def main(argv: list[str] | None = None) -> int:
                              "(default: the embedded model's)")
     replay.add_argument("--out", default="runs/replay", help="output folder (default runs/replay)")
     _add_budget_options(replay)
-    bench = commands.add_parser("bench", help="benchmarks (so far: niah, scripted agent)")
+    bench = commands.add_parser("bench", help="the paper's benchmarks: niah, longbench")
     bench_kinds = bench.add_subparsers(dest="bench", required=True)
-    niah = bench_kinds.add_parser("niah", help="Needle-in-a-Haystack with the scripted agent")
-    niah.add_argument("--methods", default="arc,sliding_window,full_context",
-                      help="comma-separated context policies")
-    niah.add_argument("--seeds", default="42,82,122")
-    niah.add_argument("--tasks", type=int, default=20, help="tasks per seed")
-    niah.add_argument("--force", default="5,10,15", help="forced-compaction call indices")
-    niah.add_argument("--noise-lines", type=int, default=25, choices=[5, 10, 25, 30])
-    niah.add_argument("--tokenizer", default=None)
-    niah.add_argument("--out", default="runs/niah")
-    _add_budget_options(niah)
+    niah = bench_kinds.add_parser("niah", help="Needle-in-a-Haystack (scripted or model agent)")
+    niah.add_argument("--agent", default="scripted", choices=["scripted", "model"],
+                      help="scripted: the mechanism alone; model: the backend's model acts")
+    niah.add_argument("--noise-lines", type=int, nargs="+", default=[25], choices=[5, 10, 25, 30],
+                      help="noise lines on each side of the needle; several values: a sweep")
+    longbench_parser = bench_kinds.add_parser("longbench", help="LongBench-v2 hard subset (model agent)")
+    longbench_parser.add_argument("--data", required=True, help="LongBench-v2 data.json (or JSON Lines)")
+    longbench_parser.add_argument("--subset", default="hard", choices=["hard", "all"])
+    longbench_parser.add_argument("--page-chars", type=int, default=3000, help="characters per page")
+    for kind, default_methods, default_tasks in ((niah, "arc,sliding_window,full_context", 20),
+                                                 (longbench_parser, ",".join(METHODS), None)):
+        kind.add_argument("--methods", default=default_methods,
+                          help=f"comma-separated context policies (of {', '.join(METHODS)})")
+        kind.add_argument("--seeds", default="42,82,122")
+        kind.add_argument("--tasks", type=int, default=default_tasks, help="tasks per seed")
+        kind.add_argument("--force", nargs="+", default=["5,10,15"],
+                          help="forced-compaction call indices, e.g. 5,10,15 (paper default), 5, "
+                               "3,6,9,12,15, none; several schedules: a sweep")
+        kind.add_argument("--recall-budget", nargs="+", default=None,
+                          help="RECALL_BUDGET_CHARS/RECALL_MAX_CHARS pairs such as 16k/8k; several: a sweep")
+        kind.add_argument("--backend", default=None, choices=["vllm", "openai"],
+                          help="model for --agent model, llm_summary and structured_state: vllm (in-"
+                               "process engine) or openai (an endpoint at --base-url)")
+        kind.add_argument("--base-url", default=None, help="OpenAI-compatible endpoint, e.g. http://127.0.0.1:8000/v1")
+        kind.add_argument("--model", default=None, help="model folder or served name (default: the embedded model)")
+        kind.add_argument("--concurrency", type=int, default=None,
+                          help="episodes run at once, so the engine batches them (default 8 with a backend, else 1)")
+        kind.add_argument("--agent-max-tokens", type=int, default=128, help="tokens per agent reply")
+        kind.add_argument("--tokenizer", default=None, help="default: --model's, else the embedded model's")
+        kind.add_argument("--out", default=f"runs/{'niah' if kind is niah else 'longbench'}")
+        _add_budget_options(kind)
     report_command = commands.add_parser("report", help="summary.json and tables from DIR/results.jsonl")
     report_command.add_argument("directory")
+    cost = commands.add_parser("cost", help="roofline tables (HBM traffic, time per success) from DIR/results.jsonl")
+    cost.add_argument("directory")
+    cost.add_argument("--hardware", default="H200,MI300X", help="comma-separated, from cost/specs.json")
+    cost.add_argument("--model", default="Qwen3-8B", help="model specs to project onto (cost/specs.json)")
+    cost.add_argument("--baseline", default="sliding_window", help="method for savings and speedup")
+    cost.add_argument("--scratch-gb", type=float, default=0.0, help="HBM set aside for activations")
     commands.add_parser("prepare-model", help="prepare the embedded default model")
     commands.add_parser("serve", help="vLLM's OpenAI server with ARC sessions "
                         "(arc-vllm serve [MODEL] [--arc-...] [vllm options]; see serve --help)",
@@ -91,26 +198,18 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     if args.command == "bench":
-        from arc_vllm.agent.niah_bench import run as run_niah
-        from arc_vllm.core.tokens import load_counter
+        return _bench(parser, args)
+    if args.command == "cost":
+        from arc_vllm.cost.report import cost_report, markdown
 
-        from arc_vllm.policies import POLICIES
-
-        methods = [method for method in args.methods.split(",") if method]
-        unknown = [method for method in methods if method not in POLICIES]
-        if unknown:
-            parser.error(f"unknown method(s) {', '.join(unknown)}; available: {', '.join(POLICIES)}")
+        if not os.path.exists(os.path.join(args.directory, "results.jsonl")):
+            parser.error(f"no results.jsonl in {args.directory}")
         try:
-            config = _config(args)
-            seeds = [int(seed) for seed in args.seeds.split(",") if seed]
-            force = tuple(int(call) for call in args.force.split(",") if call)
+            tables = cost_report(args.directory, [h for h in args.hardware.split(",") if h], args.model,
+                                 args.baseline, args.scratch_gb)
         except ValueError as error:
             parser.error(str(error))
-        summary = run_niah(args.out, methods, seeds, args.tasks,
-                           config, load_counter(args.tokenizer), force, args.noise_lines)
-        from arc_vllm.reports.summary import tables
-
-        print(tables(summary))
+        print(markdown(tables))
         return 0
     if args.command == "report":
         from arc_vllm.reports.summary import report, tables

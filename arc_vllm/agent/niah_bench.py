@@ -1,9 +1,9 @@
-"""The scripted Needle-in-a-Haystack benchmark: methods x seeds x tasks into results.jsonl.
+"""``arc-vllm bench niah``: the paper's Needle-in-a-Haystack over methods, seeds and sweeps.
 
-Every attempt is one line of DIR/results.jsonl (method, seed, task, passed, answered,
-crashed, calls, prompt tokens, wall time); a rerun skips the attempts already there, so an
-interrupted run continues where it stopped. DIR/summary.json and DIR/tables.md follow
-(``arc_vllm.reports.summary``).
+The agent is the scripted one (the mechanism, isolated) or the model (``--agent model``,
+through a backend: the in-process engine or an OpenAI-compatible endpoint). llm_summary and
+structured_state take their summaries and states from the backend's model either way.
+Results go to DIR/results.jsonl (resumable), then DIR/summary.json, DIR/tables.md and plots.
 
 Run:  arc-vllm bench niah --methods arc,sliding_window,full_context --seeds 42,82,122 \\
           --tasks 20 --out runs/niah
@@ -11,54 +11,31 @@ Run:  arc-vllm bench niah --methods arc,sliding_window,full_context --seeds 42,8
 
 from __future__ import annotations
 
-import json
-import sys
-import time
-from pathlib import Path
-
-from arc_vllm.agent.loop import run_episode
+from arc_vllm.agent import bench
 from arc_vllm.agent.niah import make_task
 from arc_vllm.agent.scripted import ScriptedAgent
-from arc_vllm.policies import POLICIES
-from arc_vllm.reports.summary import report
+from arc_vllm.core.config import ArcConfig
 
 
-def done_attempts(path: Path) -> set[tuple]:
-    if not path.exists():
-        return set()
-    done = set()
-    for line in path.read_text(encoding="utf-8").splitlines():
-        if line.strip():
-            row = json.loads(line)
-            done.add((row["method"], row["seed"], row["task"]))
-    return done
+def run(out: str, methods: list[str], seeds: list[int], tasks: int, counter, *,
+        settings: list[bench.Setting], context_window: int = 4096, max_tokens: int = 512,
+        overrides: dict | None = None, agent: str = "scripted", backend=None,
+        concurrency: int = 1, agent_max_tokens: int = 128) -> dict:
+    from arc_vllm.agent.model_agent import model_agent
+    from arc_vllm.reports.summary import report
 
+    if agent == "model" and backend is None:
+        raise ValueError("--agent model needs a backend (--backend vllm or openai)")
 
-def run(out: str, methods: list[str], seeds: list[int], tasks: int, config, counter,
-        force: tuple[int, ...] = (5, 10, 15), noise_lines: int = 25) -> dict:
-    unknown = [method for method in methods if method not in POLICIES]
-    if unknown:
-        raise ValueError(f"unknown method(s) {', '.join(unknown)}; available: {', '.join(POLICIES)}")
-    from tqdm import tqdm
+    def make_config(setting: bench.Setting) -> ArcConfig:
+        return ArcConfig.for_window(context_window, max_tokens, **{
+            **(overrides or {}), "recall_budget_chars": setting.recall_budget_chars,
+            "recall_max_chars": setting.recall_max_chars})
 
-    directory = Path(out)
-    directory.mkdir(parents=True, exist_ok=True)
-    results = directory / "results.jsonl"
-    done = done_attempts(results)
-    plan = [(method, seed, index) for method in methods for seed in seeds for index in range(tasks)
-            if (method, seed, index) not in done]
-    budget = config.input_budget_tokens
-    with open(results, "a", encoding="utf-8") as handle:
-        for method, seed, index in tqdm(plan, desc="niah", unit="attempt", file=sys.stderr):
-            task = make_task(seed, index, noise_lines=noise_lines)
-            extra = {"config": config} if method == "arc" else {}
-            policy = POLICIES[method](counter, budget, task=task.prompt, **extra)
-            started = time.perf_counter()
-            result = run_episode(policy, task, ScriptedAgent(), counter, budget, force=force)
-            row = {**result, "method": method, "seed": seed, "task": index,
-                   "wall_ms": round((time.perf_counter() - started) * 1000, 1),
-                   "context_window": config.context_window, "max_tokens": config.max_tokens,
-                   "force": list(force), "noise_lines": noise_lines}
-            handle.write(json.dumps(row) + "\n")
-            handle.flush()
-    return report(directory)
+    bench.run(out, benchmark="niah", methods=methods, seeds=seeds, tasks=tasks, settings=settings,
+              make_task=lambda seed, index, setting: make_task(seed, index, noise_lines=setting.noise_lines),
+              make_config=make_config,
+              make_agent=(lambda task, policy: model_agent(backend, agent_max_tokens, task, policy))
+              if agent == "model" else lambda task, policy: ScriptedAgent(),
+              counter=counter, backend=backend, concurrency=concurrency, extra={"agent": agent})
+    return report(out)

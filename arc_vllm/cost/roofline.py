@@ -10,8 +10,9 @@ L_k = p_k + m_k / 2 (its mean over the decode) and
     prefill FLOPs_k = 2 * parameters * p_k + 2 * layers * p_k^2 * heads * head_size  (causal)
 
 with M_w the weight bytes and kv_b = 2 * layers * kv_heads * head_size * dtype bytes the KV
-bytes per token. A method's totals are divided by its number of successful tasks; savings
-and speedups are against a chosen baseline method. Hardware and models are data
+bytes per token. A method's totals (every attempt's calls, summaries included) are divided by its number of
+successful tasks (NaN without a success); savings and speedups are against a chosen
+baseline method. Hardware and models are data
 (``specs.json``).
 
 Run ``python -m arc_vllm.cost.roofline`` for a two-method example on H200 / Qwen3-8B.
@@ -107,7 +108,7 @@ def roofline(calls: list[Call], successes: int, model: Model, hardware: Hardware
     prefill_flops = sum(model.prefill_flops(call.prompt_tokens) for call in calls)
     decode_s = decode_bytes / hardware.bandwidth_bytes_s
     prefill_s = prefill_flops / hardware.flops
-    per = max(successes, 1)
+    per = successes or math.nan  # no success: the per-success figures are undefined (NaN)
     return {"model": model.name, "hardware": hardware.name, "calls": len(calls),
             "successes": successes, "batch_size": batch, "decode_bytes": decode_bytes,
             "prefill_flops": prefill_flops, "decode_s": decode_s, "prefill_s": prefill_s,
@@ -122,11 +123,12 @@ def compare(methods: dict[str, dict], baseline: str) -> dict[str, dict]:
     base = methods[baseline]
     out = {}
     for name, figures in methods.items():
+        # NaN where either side has no success: a cost per success does not exist there.
         out[name] = dict(figures,
                          savings_pct=100 * (1 - figures["decode_tb_per_success"] / base["decode_tb_per_success"])
-                         if base["decode_tb_per_success"] else 0.0,
+                         if base["decode_tb_per_success"] else math.nan,
                          speedup=base["total_s_per_success"] / figures["total_s_per_success"]
-                         if figures["total_s_per_success"] else math.inf)
+                         if figures["total_s_per_success"] else math.nan)
     return out
 
 

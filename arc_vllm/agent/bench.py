@@ -1,0 +1,132 @@
+"""The benchmark runner: methods x settings x seeds x tasks, episodes in parallel, into
+DIR/results.jsonl.
+
+Every attempt is one line (method, seed, task, setting, passed, answered, crashed, calls,
+tokens, times, per-call trace); a rerun skips the attempts already there, so an interrupted
+run continues where it stopped. A setting is one point of a sweep (force schedule, noise
+lines, recall budget); several settings in one run are the paper's sweep tables. Episodes
+run on ``concurrency`` threads so that a model backend batches their calls (the engine
+does the work; the threads mostly wait). DIR/summary.json, DIR/tables.md and the plots
+follow (``arc_vllm.reports``).
+
+Used by ``arc-vllm bench niah`` and ``arc-vllm bench longbench``.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from arc_vllm.agent.loop import run_episode
+from arc_vllm.policies import MODEL_POLICIES, POLICIES, make_policy
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One point of a sweep; ``label`` names it in results and tables."""
+    force: tuple[int, ...] = (5, 10, 15)
+    noise_lines: int | None = 25  # NIAH only
+    recall_budget_chars: int = 16000
+    recall_max_chars: int = 8000
+
+    @property
+    def label(self) -> str:
+        noise = f" noise={self.noise_lines}" if self.noise_lines is not None else ""
+        return (f"force={','.join(map(str, self.force)) or 'none'}{noise} "
+                f"recall={self.recall_budget_chars // 1000}k/{self.recall_max_chars // 1000}k")
+
+
+def done_attempts(path: Path) -> set[tuple]:
+    if not path.exists():
+        return set()
+    done = set()
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if line.strip():
+            row = json.loads(line)
+            done.add((row["method"], row.get("setting", ""), row["seed"], row["task"]))
+    return done
+
+
+class LockedCounter:
+    """A token counter shared by the episode threads: one count at a time (the tokenizer's
+    caches are not thread-safe; counting holds the GIL anyway)."""
+
+    def __init__(self, inner):
+        self.inner = inner
+        self.name = inner.name
+        self.lock = threading.Lock()
+
+    def __getattr__(self, name):
+        method = getattr(self.inner, name)
+
+        def locked(*args, **kwargs):
+            with self.lock:
+                return method(*args, **kwargs)
+        return locked
+
+
+def check_methods(methods: list[str], backend) -> None:
+    unknown = [method for method in methods if method not in POLICIES]
+    if unknown:
+        raise ValueError(f"unknown method(s) {', '.join(unknown)}; available: {', '.join(POLICIES)}")
+    needing = [method for method in methods if method in MODEL_POLICIES]
+    if needing and backend is None:
+        raise ValueError(f"{', '.join(needing)} call a model: give --backend vllm or --backend openai")
+
+
+def run(out: str | Path, *, benchmark: str, methods: list[str], seeds: list[int], tasks: int,
+        settings: list[Setting], make_task, make_config, make_agent, counter, backend=None,
+        concurrency: int = 1, max_calls: int = 60, extra: dict | None = None) -> Path:
+    """Run what is not in DIR/results.jsonl yet; returns the results path.
+
+    ``make_task(seed, index, setting)``, ``make_config(setting)`` (an ArcConfig),
+    ``make_agent(task, policy)`` (a fresh agent per episode)."""
+    from tqdm import tqdm
+
+    check_methods(methods, backend)
+    directory = Path(out)
+    directory.mkdir(parents=True, exist_ok=True)
+    results = directory / "results.jsonl"
+    done = done_attempts(results)
+    plan = [(method, setting, seed, index) for setting in settings for method in methods
+            for seed in seeds for index in range(tasks) if (method, setting.label, seed, index) not in done]
+    counter = LockedCounter(counter) if concurrency > 1 else counter
+    write = threading.Lock()
+
+    def attempt(method: str, setting: Setting, seed: int, index: int) -> dict:
+        config = make_config(setting)
+        task = make_task(seed, index, setting)
+        policy = make_policy(method, counter, config.input_budget_tokens, task=task.prompt, config=config,
+                             backend=backend)
+        started = time.perf_counter()
+        try:
+            result = run_episode(policy, task, make_agent(task, policy), counter, config.input_budget_tokens,
+                                 force=setting.force, max_calls=getattr(task, "max_calls", max_calls))
+        except Exception as error:  # noqa: BLE001 - recorded as a crashed attempt, run goes on
+            print(f"{method} {task.id}: {type(error).__name__}: {error}", file=sys.stderr)
+            result = {"task": task.id, "method": method, "passed": False, "answered": False,
+                      "crashed": True, "reason": f"{type(error).__name__}: {str(error)[:300]}",
+                      "calls": 0, "prompt_tokens": 0, "max_prompt_tokens": 0, "generated_tokens": 0,
+                      "cached_tokens": None, "model_calls": 0, "model_ms": 0.0, "trace": []}
+        return {**result, "benchmark": benchmark, "method": method, "seed": seed, "task": index,
+                "setting": setting.label, **{key: list(value) if isinstance(value, tuple) else value
+                                             for key, value in asdict(setting).items()},
+                "wall_ms": round((time.perf_counter() - started) * 1000, 1),
+                "context_window": config.context_window, "max_tokens": config.max_tokens, **(extra or {})}
+
+    with open(results, "a", encoding="utf-8") as handle, \
+            tqdm(total=len(plan), desc=benchmark, unit="attempt", file=sys.stderr) as progress, \
+            ThreadPoolExecutor(max_workers=max(1, concurrency)) as pool:
+        futures = [pool.submit(attempt, *item) for item in plan]
+        for future in as_completed(futures):
+            row = future.result()
+            with write:
+                handle.write(json.dumps(row) + "\n")
+                handle.flush()
+            progress.update(1)
+    return results

@@ -1,0 +1,62 @@
+"""``arc-vllm bench longbench``: LongBench-v2 hard items read page by page, per method and seed.
+
+The agent is the model (through a backend: the in-process engine or an OpenAI endpoint);
+LongBench needs reading and reasoning, so there is no scripted agent for it. Seeds are
+paired attempts of the same items (and the engine's sampling seed). Results go to
+DIR/results.jsonl (resumable), then DIR/summary.json, DIR/tables.md and plots.
+
+Run:  arc-vllm bench longbench --data data.json --methods arc,sliding_window --tasks 30 \\
+          --backend vllm --out runs/longbench
+"""
+
+from __future__ import annotations
+
+from arc_vllm.agent import bench, longbench
+from arc_vllm.core.config import ArcConfig
+
+
+def prefix_room(items: list[dict], counter, context_window: int, max_tokens: int, page_chars: int) -> dict:
+    """ARC's B sized to the longest question with its choices (LongBench questions are long;
+    the task prefix is never compacted), taken from the summary budget M; {} when the
+    default B already holds them."""
+    from arc_vllm.core.context import DEFAULT_SYSTEM
+    from arc_vllm.policies.base import ACTION_FORMAT, prefix_messages
+
+    default = ArcConfig.for_window(context_window, max_tokens)
+    need = max(counter.count_messages(prefix_messages(DEFAULT_SYSTEM + " " + ACTION_FORMAT,
+                                                      longbench.LongBenchTask(item, 0, 0, page_chars).prompt))
+               for item in items) + 16
+    if need <= default.prefix_budget_tokens:
+        return {}
+    extra = need - default.prefix_budget_tokens
+    return {"prefix_budget_tokens": need, "summary_budget_tokens": default.summary_budget_tokens - extra}
+
+
+def run(out: str, data: str, methods: list[str], seeds: list[int], tasks: int | None, counter, *,
+        settings: list[bench.Setting], backend, context_window: int = 4096, max_tokens: int = 512,
+        overrides: dict | None = None, concurrency: int = 8, page_chars: int = 3000,
+        agent_max_tokens: int = 128, subset: str = "hard") -> dict:
+    from arc_vllm.agent.model_agent import model_agent
+    from arc_vllm.reports.summary import report
+
+    if backend is None:
+        raise ValueError("LongBench needs a model agent: give --backend vllm or openai")
+    items = longbench.load(data, subset)
+    if not items:
+        raise ValueError(f"{data}: no {subset} items")
+    count = len(items) if tasks is None else min(tasks, len(items))
+    overrides = dict(overrides or {})
+    if "prefix_budget_tokens" not in overrides:
+        overrides.update(prefix_room(items[:count], counter, context_window, max_tokens, page_chars))
+
+    def make_config(setting: bench.Setting) -> ArcConfig:
+        return ArcConfig.for_window(context_window, max_tokens, **{
+            **overrides, "recall_budget_chars": setting.recall_budget_chars,
+            "recall_max_chars": setting.recall_max_chars})
+
+    bench.run(out, benchmark="longbench", methods=methods, seeds=seeds, tasks=count, settings=settings,
+              make_task=lambda seed, index, setting: longbench.LongBenchTask(items[index], seed, index, page_chars),
+              make_config=make_config,
+              make_agent=lambda task, policy: model_agent(backend, agent_max_tokens, task, policy),
+              counter=counter, backend=backend, concurrency=concurrency, extra={"agent": "model"})
+    return report(out)
