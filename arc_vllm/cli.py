@@ -74,7 +74,8 @@ def _settings(args) -> list:
     else:
         budgets = [(args.recall_budget_chars or 16000, args.recall_max_chars or 8000)]
     noises = getattr(args, "noise_lines", [None])
-    return [Setting(schedule, noise, budget, largest)
+    position = getattr(args, "needle_position", "first")
+    return [Setting(schedule, noise, budget, largest, position)
             for schedule in schedules for noise in noises for budget, largest in budgets]
 
 
@@ -107,7 +108,7 @@ def _bench(parser, args) -> int:
     counter = load_counter(args.tokenizer or (args.model if args.backend == "vllm" else None))
     common = dict(settings=settings, context_window=args.context_window, max_tokens=args.max_tokens,
                   overrides=overrides, backend=backend, concurrency=concurrency,
-                  agent_max_tokens=args.agent_max_tokens)
+                  agent_max_tokens=args.agent_max_tokens, max_calls=args.max_calls)
     try:
         if args.bench == "niah":
             from arc_vllm.agent.niah_bench import run as run_niah
@@ -151,6 +152,9 @@ def main(argv: list[str] | None = None) -> int:
                       help="scripted: the mechanism alone; model: the backend's model acts")
     niah.add_argument("--noise-lines", type=int, nargs="+", default=[25], choices=[5, 10, 25, 30],
                       help="noise lines on each side of the needle; several values: a sweep")
+    niah.add_argument("--needle-position", default="first", choices=["first", "random"],
+                      help="first (the paper: read early, must survive every compaction) or random "
+                           "(a seeded place in the reading order)")
     longbench_parser = bench_kinds.add_parser("longbench", help="LongBench-v2 hard subset (model agent)")
     longbench_parser.add_argument("--data", required=True, help="LongBench-v2 data.json (or JSON Lines)")
     longbench_parser.add_argument("--subset", default="hard", choices=["hard", "all"])
@@ -174,6 +178,9 @@ def main(argv: list[str] | None = None) -> int:
         kind.add_argument("--concurrency", type=int, default=None,
                           help="episodes run at once, so the engine batches them (default 8 with a backend, else 1)")
         kind.add_argument("--agent-max-tokens", type=int, default=128, help="tokens per agent reply")
+        kind.add_argument("--max-calls", type=int, default=60,
+                          help="agent calls per episode before it counts as no answer (LongBench: "
+                               "at least the pages + 20)")
         kind.add_argument("--tokenizer", default=None, help="default: --model's, else the embedded model's")
         kind.add_argument("--out", default=f"runs/{'niah' if kind is niah else 'longbench'}")
         _add_budget_options(kind)
@@ -185,6 +192,9 @@ def main(argv: list[str] | None = None) -> int:
     cost.add_argument("--model", default="Qwen3-8B", help="model specs to project onto (cost/specs.json)")
     cost.add_argument("--baseline", default="sliding_window", help="method for savings and speedup")
     cost.add_argument("--scratch-gb", type=float, default=0.0, help="HBM set aside for activations")
+    cost.add_argument("--agent-generated-tokens", type=int, default=None,
+                      help="take every agent call to generate N tokens (what-if: the scripted agent "
+                           "writes only its action; a model writes its reasoning too)")
     commands.add_parser("prepare-model", help="prepare the embedded default model")
     commands.add_parser("serve", help="vLLM's OpenAI server with ARC sessions "
                         "(arc-vllm serve [MODEL] [--arc-...] [vllm options]; see serve --help)",
@@ -206,7 +216,7 @@ def main(argv: list[str] | None = None) -> int:
             parser.error(f"no results.jsonl in {args.directory}")
         try:
             tables = cost_report(args.directory, [h for h in args.hardware.split(",") if h], args.model,
-                                 args.baseline, args.scratch_gb)
+                                 args.baseline, args.scratch_gb, args.agent_generated_tokens)
         except ValueError as error:
             parser.error(str(error))
         print(markdown(tables))

@@ -69,3 +69,25 @@ def test_policy_protocol_edges(smol):
         window.observe(f"cat {step}", "word " * 60)
     assert smol.count_messages(window.render()) <= 300 and window.first > 0
     assert window.intercept("_recall §abcd1234") is None
+
+
+def test_needle_at_a_random_place_lets_recent_text_methods_win_sometimes(smol):
+    positions = [make_task(42, i, needle_position="random").order.index("secrets.txt") for i in range(12)]
+    assert len(set(positions)) > 3 and make_task(42, 0).order[0] == "secrets.txt"
+    with pytest.raises(ValueError, match="needle_position"):
+        make_task(42, 0, needle_position="middle")
+    passed = {}
+    for method in ("arc", "sliding_window"):
+        results = []
+        for index in range(12):
+            task = make_task(42, index, needle_position="random")
+            extra = {"config": CONFIG} if method == "arc" else {}
+            policy = POLICIES[method](smol, CONFIG.input_budget_tokens, task=task.prompt, **extra)
+            results.append(run_episode(policy, task, ScriptedAgent(), smol, CONFIG.input_budget_tokens,
+                                       force=(5, 10, 15))["passed"])
+        passed[method] = results
+    assert all(passed["arc"])
+    # sliding_window keeps only the newest files: it wins exactly when the needle was read late.
+    late = [positions[i] >= 7 for i in range(12)]
+    assert any(passed["sliding_window"]) and not all(passed["sliding_window"])
+    assert all(late[i] for i in range(12) if passed["sliding_window"][i])

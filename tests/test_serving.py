@@ -236,3 +236,27 @@ def test_in_server_recall_loop_with_the_embedded_model(tmp_path, smol):
         assert response.choices[0].message.content == f"_recall §{id}"  # r reached: returned
     finally:
         server.stop()
+
+
+def test_openai_backend_drives_an_episode_through_the_server(tiny, smol):
+    """The benchmark's HTTP backend against the served engine: actions held to the task's
+    commands by structured outputs over HTTP, usage (with cached tokens) recorded per call."""
+    import re
+
+    from arc_vllm.agent.backends import ContextLengthError, OpenAIBackend
+    from arc_vllm.agent.loop import run_episode
+    from arc_vllm.agent.model_agent import model_agent
+    from arc_vllm.agent.niah import make_task
+    from arc_vllm.policies import SlidingWindow
+
+    backend = OpenAIBackend(tiny.base + "/v1")
+    task = make_task(42, 1)
+    policy = SlidingWindow(smol, 3000, task=task.prompt)
+    agent = model_agent(backend, 64, task, policy)
+    result = run_episode(policy, task, agent, smol, 3000, max_calls=3)
+    assert result["calls"] >= 1 and not result["crashed"]
+    assert all(entry[3] is not None for entry in result["trace"])  # cached tokens reported
+    assert re.fullmatch(task.action_regex, agent.act(policy.render())[1])
+    with pytest.raises(ContextLengthError):
+        backend.complete([{"role": "user", "content": "word " * 5000}], 8)
+    backend.close()

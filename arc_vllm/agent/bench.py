@@ -31,12 +31,14 @@ class Setting:
     """One point of a sweep; ``label`` names it in results and tables."""
     force: tuple[int, ...] = (5, 10, 15)
     noise_lines: int | None = 25  # NIAH only
+    needle_position: str = "first"  # NIAH only
     recall_budget_chars: int = 16000
     recall_max_chars: int = 8000
 
     @property
     def label(self) -> str:
         noise = f" noise={self.noise_lines}" if self.noise_lines is not None else ""
+        noise += f" needle={self.needle_position}" if self.needle_position != "first" else ""
         return (f"force={','.join(map(str, self.force)) or 'none'}{noise} "
                 f"recall={self.recall_budget_chars // 1000}k/{self.recall_max_chars // 1000}k")
 

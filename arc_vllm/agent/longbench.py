@@ -80,10 +80,12 @@ class LongBenchTask:
     seed: int
     index: int
     page_chars: int = 3000
+    min_calls: int = 60
 
     def __post_init__(self):
         self.pages = pages(self.item["context"], self.page_chars)
-        self.max_calls = len(self.pages) + 20  # every page, plus room to recall and answer
+        # Every page, plus room to recall and answer.
+        self.max_calls = max(self.min_calls, len(self.pages) + 20)
 
     @property
     def id(self) -> str:

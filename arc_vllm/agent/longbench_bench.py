@@ -35,7 +35,7 @@ def prefix_room(items: list[dict], counter, context_window: int, max_tokens: int
 def run(out: str, data: str, methods: list[str], seeds: list[int], tasks: int | None, counter, *,
         settings: list[bench.Setting], backend, context_window: int = 4096, max_tokens: int = 512,
         overrides: dict | None = None, concurrency: int = 8, page_chars: int = 3000,
-        agent_max_tokens: int = 128, subset: str = "hard") -> dict:
+        agent_max_tokens: int = 128, max_calls: int = 60, subset: str = "hard") -> dict:
     from arc_vllm.agent.model_agent import model_agent
     from arc_vllm.reports.summary import report
 
@@ -55,8 +55,10 @@ def run(out: str, data: str, methods: list[str], seeds: list[int], tasks: int | 
             "recall_max_chars": setting.recall_max_chars})
 
     bench.run(out, benchmark="longbench", methods=methods, seeds=seeds, tasks=count, settings=settings,
-              make_task=lambda seed, index, setting: longbench.LongBenchTask(items[index], seed, index, page_chars),
+              make_task=lambda seed, index, setting: longbench.LongBenchTask(
+                  items[index], seed, index, page_chars, max_calls),
               make_config=make_config,
               make_agent=lambda task, policy: model_agent(backend, agent_max_tokens, task, policy),
-              counter=counter, backend=backend, concurrency=concurrency, extra={"agent": "model"})
+              counter=counter, backend=backend, concurrency=concurrency, max_calls=max_calls,
+              extra={"agent": "model"})
     return report(out)

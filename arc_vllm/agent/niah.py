@@ -70,7 +70,12 @@ class NiahTask:
 
 
 def make_task(seed: int, index: int, noise_lines: int = 25, distractors: int = 8,
-              distractor_lines: int = 60) -> NiahTask:
+              distractor_lines: int = 60, needle_position: str = "first") -> NiahTask:
+    """Task ``index`` of ``seed``. ``needle_position``: "first" (the paper: the needle comes
+    early, so it must survive every compaction) or "random" (secrets.txt at a seeded place
+    in the reading order, so methods that keep only recent text succeed sometimes)."""
+    if needle_position not in ("first", "random"):
+        raise ValueError(f"needle_position {needle_position!r}: choose first or random")
     rng = random.Random(seed * 1_000_003 + index)
     needle = "".join(rng.choices(ALPHABET, k=NEEDLE_LENGTH))
     secrets = (noise(rng, noise_lines, "noise") + "=== THE NEEDLE FOR THIS TASK ===\n"
@@ -79,7 +84,9 @@ def make_task(seed: int, index: int, noise_lines: int = 25, distractors: int = 8
     for number in range(distractors):
         files[f"noise_{number}.txt"] = ("# this file is noise: no needle here\n"
                                         + noise(rng, distractor_lines, f"n{number}"))
-    return NiahTask(seed, index, needle, files, ["secrets.txt"] + [f"noise_{n}.txt" for n in range(distractors)])
+    order = [f"noise_{n}.txt" for n in range(distractors)]
+    order.insert(rng.randrange(distractors + 1) if needle_position == "random" else 0, "secrets.txt")
+    return NiahTask(seed, index, needle, files, order)
 
 
 if __name__ == "__main__":

@@ -33,9 +33,11 @@ def run(out: str, methods: list[str], seeds: list[int], tasks: int, counter, *,
             "recall_max_chars": setting.recall_max_chars})
 
     bench.run(out, benchmark="niah", methods=methods, seeds=seeds, tasks=tasks, settings=settings,
-              make_task=lambda seed, index, setting: make_task(seed, index, noise_lines=setting.noise_lines),
+              make_task=lambda seed, index, setting: make_task(seed, index, noise_lines=setting.noise_lines,
+                                                               needle_position=setting.needle_position),
               make_config=make_config,
               make_agent=(lambda task, policy: model_agent(backend, agent_max_tokens, task, policy))
               if agent == "model" else lambda task, policy: ScriptedAgent(),
-              counter=counter, backend=backend, concurrency=concurrency, extra={"agent": agent})
+              counter=counter, backend=backend, concurrency=concurrency, max_calls=max_calls,
+              extra={"agent": agent})
     return report(out)

@@ -24,23 +24,29 @@ from arc_vllm.reports.plots import plot_hbm
 from arc_vllm.reports.summary import finite, load_results
 
 
-def calls_of(attempts: list[dict]) -> list[Call]:
-    return [Call(int(entry[1]), int(entry[2] or 0)) for row in attempts for entry in row.get("trace", [])]
+def calls_of(attempts: list[dict], agent_generated_tokens: int | None = None) -> list[Call]:
+    """Roofline calls of every trace entry; ``agent_generated_tokens`` replaces m_k of the
+    agent's calls (the scripted agent writes only its action, a model also its reasoning)."""
+    return [Call(int(entry[1]), int(agent_generated_tokens if agent_generated_tokens is not None
+                                    and entry[0] == "agent" else entry[2] or 0))
+            for row in attempts for entry in row.get("trace", [])]
 
 
 def cost_tables(rows: list[dict], hardware: list[str], model: str, baseline: str,
-                scratch_gb: float = 0.0) -> dict:
+                scratch_gb: float = 0.0, agent_generated_tokens: int | None = None) -> dict:
     spec = Model.named(model)
     machines = [Hardware.named(name) for name in hardware]
     by_setting: dict[str, dict[str, list[dict]]] = defaultdict(lambda: defaultdict(list))
     for row in rows:
         by_setting[row.get("setting", "")][row["method"]].append(row)
-    out = {"model": model, "baseline": baseline, "scratch_gb": scratch_gb, "settings": {}}
+    out = {"model": model, "baseline": baseline, "scratch_gb": scratch_gb,
+           "agent_generated_tokens": agent_generated_tokens, "settings": {}}
     for label, methods in by_setting.items():
         per_hardware = {}
         for machine in machines:
-            figures = {method: roofline(calls_of(attempts), sum(r["passed"] for r in attempts), spec, machine,
-                                        scratch_gb * 1e9) for method, attempts in methods.items()}
+            figures = {method: roofline(calls_of(attempts, agent_generated_tokens),
+                                        sum(r["passed"] for r in attempts), spec, machine, scratch_gb * 1e9)
+                       for method, attempts in methods.items()}
             per_hardware[machine.name] = compare(figures, baseline) if baseline in figures else figures
         out["settings"][label] = per_hardware
     return out
@@ -51,8 +57,11 @@ def _cell(value: float | None, digits: int = 4, unit: str = "") -> str:
 
 
 def markdown(tables: dict) -> str:
+    generated = tables.get("agent_generated_tokens")
     lines = [f"Roofline per successful task, model {tables['model']}; savings and speedup against "
-             f"{tables['baseline']} (– where a side has no success).", ""]
+             f"{tables['baseline']} (– where a side has no success)"
+             + (f"; agent calls taken to generate {generated} tokens each" if generated is not None else "")
+             + ".", ""]
     for label, per_hardware in tables["settings"].items():
         for hardware, methods in per_hardware.items():
             lines += [f"**{hardware}**{' · ' + label if label else ''}", "",
@@ -70,9 +79,11 @@ def markdown(tables: dict) -> str:
 
 
 def cost_report(directory: str | Path, hardware: list[str] = ("H200", "MI300X"), model: str = "Qwen3-8B",
-                baseline: str = "sliding_window", scratch_gb: float = 0.0) -> dict:
+                baseline: str = "sliding_window", scratch_gb: float = 0.0,
+                agent_generated_tokens: int | None = None) -> dict:
     directory = Path(directory)
-    tables = cost_tables(load_results(directory / "results.jsonl"), list(hardware), model, baseline, scratch_gb)
+    tables = cost_tables(load_results(directory / "results.jsonl"), list(hardware), model, baseline,
+                         scratch_gb, agent_generated_tokens)
     (directory / "cost.json").write_text(json.dumps(finite(tables), indent=1, allow_nan=False))
     (directory / "cost.md").write_text(markdown(tables))
     for name in hardware:
