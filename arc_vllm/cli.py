@@ -75,7 +75,8 @@ def _settings(args) -> list:
         budgets = [(args.recall_budget_chars or 16000, args.recall_max_chars or 8000)]
     noises = getattr(args, "noise_lines", [None])
     position = getattr(args, "needle_position", "first")
-    return [Setting(schedule, noise, budget, largest, position)
+    return [Setting(force=schedule, noise_lines=noise, recall_budget_chars=budget, recall_max_chars=largest,
+                    needle_position=position)
             for schedule in schedules for noise in noises for budget, largest in budgets]
 
 

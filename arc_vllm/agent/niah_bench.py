@@ -20,7 +20,7 @@ from arc_vllm.core.config import ArcConfig
 def run(out: str, methods: list[str], seeds: list[int], tasks: int, counter, *,
         settings: list[bench.Setting], context_window: int = 4096, max_tokens: int = 512,
         overrides: dict | None = None, agent: str = "scripted", backend=None,
-        concurrency: int = 1, agent_max_tokens: int = 128) -> dict:
+        concurrency: int = 1, agent_max_tokens: int = 128, max_calls: int = 60) -> dict:
     from arc_vllm.agent.model_agent import model_agent
     from arc_vllm.reports.summary import report
 
