@@ -76,3 +76,21 @@ def test_openai_backend_needs_an_address():
         make_backend("openai")
     with pytest.raises(ValueError, match="unknown backend"):
         make_backend("tgi")
+
+
+def test_bench_niah_with_the_model_agent_records_engine_figures(tmp_path, tiny_engine, smol):
+    import json
+
+    from arc_vllm.agent.bench import Setting
+    from arc_vllm.agent.niah_bench import run
+
+    out = tmp_path / "niah-model"
+    summary = run(str(out), ["arc", "structured_state"], [42], 1, smol, settings=[Setting()],
+                  context_window=2048, max_tokens=256, agent="model", backend=tiny_engine,
+                  concurrency=2, agent_max_tokens=48, max_calls=6)
+    rows = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
+    assert {row["method"] for row in rows} == {"arc", "structured_state"}
+    for row in rows:
+        assert row["agent"] == "model" and 0 < row["calls"] <= 6
+        assert row["cached_tokens"] is not None and row["generated_tokens"] > 0
+    assert summary["methods"]["arc"]["attempts"] == 1

@@ -72,6 +72,23 @@ class LockedCounter:
         return locked
 
 
+def prefix_room(prompts: list[str], counter, context_window: int, max_tokens: int) -> dict:
+    """ARC's B sized to the longest task prompt (the task prefix is never compacted), taken
+    from the summary budget M; {} when the default B already holds it. Small windows and
+    long LongBench questions need this."""
+    from arc_vllm.core.config import ArcConfig
+    from arc_vllm.core.context import DEFAULT_SYSTEM
+    from arc_vllm.policies.base import ACTION_FORMAT, prefix_messages
+
+    default = ArcConfig.for_window(context_window, max_tokens)
+    need = max(counter.count_messages(prefix_messages(DEFAULT_SYSTEM + " " + ACTION_FORMAT, prompt))
+               for prompt in prompts) + 16
+    if need <= default.prefix_budget_tokens:
+        return {}
+    extra = need - default.prefix_budget_tokens
+    return {"prefix_budget_tokens": need, "summary_budget_tokens": default.summary_budget_tokens - extra}
+
+
 def check_methods(methods: list[str], backend) -> None:
     unknown = [method for method in methods if method not in POLICIES]
     if unknown:

@@ -15,23 +15,6 @@ from arc_vllm.agent import bench, longbench
 from arc_vllm.core.config import ArcConfig
 
 
-def prefix_room(items: list[dict], counter, context_window: int, max_tokens: int, page_chars: int) -> dict:
-    """ARC's B sized to the longest question with its choices (LongBench questions are long;
-    the task prefix is never compacted), taken from the summary budget M; {} when the
-    default B already holds them."""
-    from arc_vllm.core.context import DEFAULT_SYSTEM
-    from arc_vllm.policies.base import ACTION_FORMAT, prefix_messages
-
-    default = ArcConfig.for_window(context_window, max_tokens)
-    need = max(counter.count_messages(prefix_messages(DEFAULT_SYSTEM + " " + ACTION_FORMAT,
-                                                      longbench.LongBenchTask(item, 0, 0, page_chars).prompt))
-               for item in items) + 16
-    if need <= default.prefix_budget_tokens:
-        return {}
-    extra = need - default.prefix_budget_tokens
-    return {"prefix_budget_tokens": need, "summary_budget_tokens": default.summary_budget_tokens - extra}
-
-
 def run(out: str, data: str, methods: list[str], seeds: list[int], tasks: int | None, counter, *,
         settings: list[bench.Setting], backend, context_window: int = 4096, max_tokens: int = 512,
         overrides: dict | None = None, concurrency: int = 8, page_chars: int = 3000,
@@ -47,7 +30,8 @@ def run(out: str, data: str, methods: list[str], seeds: list[int], tasks: int | 
     count = len(items) if tasks is None else min(tasks, len(items))
     overrides = dict(overrides or {})
     if "prefix_budget_tokens" not in overrides:
-        overrides.update(prefix_room(items[:count], counter, context_window, max_tokens, page_chars))
+        prompts = [longbench.LongBenchTask(item, 0, 0, page_chars).prompt for item in items[:count]]
+        overrides.update(bench.prefix_room(prompts, counter, context_window, max_tokens))
 
     def make_config(setting: bench.Setting) -> ArcConfig:
         return ArcConfig.for_window(context_window, max_tokens, **{

@@ -27,9 +27,14 @@ def run(out: str, methods: list[str], seeds: list[int], tasks: int, counter, *,
     if agent == "model" and backend is None:
         raise ValueError("--agent model needs a backend (--backend vllm or openai)")
 
+    overrides = dict(overrides or {})
+    if "prefix_budget_tokens" not in overrides:
+        prompts = [make_task(42, 0, needle_position=setting.needle_position).prompt for setting in settings]
+        overrides.update(bench.prefix_room(prompts, counter, context_window, max_tokens))
+
     def make_config(setting: bench.Setting) -> ArcConfig:
         return ArcConfig.for_window(context_window, max_tokens, **{
-            **(overrides or {}), "recall_budget_chars": setting.recall_budget_chars,
+            **overrides, "recall_budget_chars": setting.recall_budget_chars,
             "recall_max_chars": setting.recall_max_chars})
 
     bench.run(out, benchmark="niah", methods=methods, seeds=seeds, tasks=tasks, settings=settings,
