@@ -96,13 +96,14 @@ if __name__ == "__main__":
     from arc_vllm.agent.scripted import ScriptedAgent
     from arc_vllm.core.config import ArcConfig
     from arc_vllm.core.tokens import load_counter
-    from arc_vllm.policies import POLICIES
+    from arc_vllm.policies import MODEL_POLICIES, POLICIES, make_policy
 
     counter = load_counter(None)
     config = ArcConfig.for_window(4096, 512)
     task = make_task(42, 0)
-    for name, policy_class in POLICIES.items():
-        extra = {"config": config} if name == "arc" else {}
-        policy = policy_class(counter, config.input_budget_tokens, task=task.prompt, **extra)
-        print(run_episode(policy, task, ScriptedAgent(), counter, config.input_budget_tokens,
-                          force=(5, 10, 15)))
+    for name in POLICIES:
+        if name in MODEL_POLICIES:
+            continue  # they need a model backend: arc-vllm bench niah --backend vllm
+        policy = make_policy(name, counter, config.input_budget_tokens, task=task.prompt, config=config)
+        result = run_episode(policy, task, ScriptedAgent(), counter, config.input_budget_tokens, force=(5, 10, 15))
+        print({key: value for key, value in result.items() if key != "trace"})
