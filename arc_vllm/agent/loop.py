@@ -87,6 +87,7 @@ def run_episode(policy, task, agent, counter, budget_tokens: int, *, force: tupl
             "generated_tokens": sum(call["generated_tokens"] for call in trace),
             "cached_tokens": sum(cached) if cached else None,
             "model_calls": len(model_calls), "model_ms": round(sum(call["ms"] for call in model_calls), 1),
+            **({"invalid_states": policy.num_invalid} if hasattr(policy, "num_invalid") else {}),
             "trace": [[call["kind"], call["prompt_tokens"], call["generated_tokens"], call["cached_tokens"],
                        call["ms"]] for call in trace]}
 
