@@ -72,21 +72,29 @@ class LockedCounter:
         return locked
 
 
-def prefix_room(prompts: list[str], counter, context_window: int, max_tokens: int) -> dict:
-    """ARC's B sized to the longest task prompt (the task prefix is never compacted), taken
-    from the summary budget M; {} when the default B already holds it. Small windows and
-    long LongBench questions need this."""
+def config_maker(prompts: list[str], counter, context_window: int, max_tokens: int,
+                 overrides: dict | None = None):
+    """``make_config(setting)``: ArcConfig for the window, the user's overrides and the
+    setting's recall budget. Unless the user set B, it is sized to the longest task prompt
+    (the task prefix is never compacted; small windows and long LongBench questions need
+    more than the default share), the difference taken from the summary budget M."""
     from arc_vllm.core.config import ArcConfig
     from arc_vllm.core.context import DEFAULT_SYSTEM
     from arc_vllm.policies.base import ACTION_FORMAT, prefix_messages
 
+    overrides = dict(overrides or {})
     default = ArcConfig.for_window(context_window, max_tokens)
     need = max(counter.count_messages(prefix_messages(DEFAULT_SYSTEM + " " + ACTION_FORMAT, prompt))
                for prompt in prompts) + 16
-    if need <= default.prefix_budget_tokens:
-        return {}
-    extra = need - default.prefix_budget_tokens
-    return {"prefix_budget_tokens": need, "summary_budget_tokens": default.summary_budget_tokens - extra}
+    if "prefix_budget_tokens" not in overrides and need > default.prefix_budget_tokens:
+        overrides.update(prefix_budget_tokens=need, summary_budget_tokens=default.summary_budget_tokens
+                         - (need - default.prefix_budget_tokens))
+
+    def make_config(setting: Setting) -> ArcConfig:
+        return ArcConfig.for_window(context_window, max_tokens, **{
+            **overrides, "recall_budget_chars": setting.recall_budget_chars,
+            "recall_max_chars": setting.recall_max_chars})
+    return make_config
 
 
 def check_methods(methods: list[str], backend) -> None:
@@ -115,7 +123,6 @@ def run(out: str | Path, *, benchmark: str, methods: list[str], seeds: list[int]
     plan = [(method, setting, seed, index) for setting in settings for method in methods
             for seed in seeds for index in range(tasks) if (method, setting.label, seed, index) not in done]
     counter = LockedCounter(counter) if concurrency > 1 else counter
-    write = threading.Lock()
 
     def attempt(method: str, setting: Setting, seed: int, index: int) -> dict:
         config = make_config(setting)
@@ -142,10 +149,8 @@ def run(out: str | Path, *, benchmark: str, methods: list[str], seeds: list[int]
             tqdm(total=len(plan), desc=benchmark, unit="attempt", file=sys.stderr) as progress, \
             ThreadPoolExecutor(max_workers=max(1, concurrency)) as pool:
         futures = [pool.submit(attempt, *item) for item in plan]
-        for future in as_completed(futures):
-            row = future.result()
-            with write:
-                handle.write(json.dumps(row) + "\n")
-                handle.flush()
+        for future in as_completed(futures):  # only this thread writes
+            handle.write(json.dumps(future.result()) + "\n")
+            handle.flush()
             progress.update(1)
     return results

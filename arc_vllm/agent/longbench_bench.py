@@ -12,7 +12,6 @@ Run:  arc-vllm bench longbench --data data.json --methods arc,sliding_window --t
 from __future__ import annotations
 
 from arc_vllm.agent import bench, longbench
-from arc_vllm.core.config import ArcConfig
 
 
 def run(out: str, data: str, methods: list[str], seeds: list[int], tasks: int | None, counter, *,
@@ -28,16 +27,8 @@ def run(out: str, data: str, methods: list[str], seeds: list[int], tasks: int | 
     if not items:
         raise ValueError(f"{data}: no {subset} items")
     count = len(items) if tasks is None else min(tasks, len(items))
-    overrides = dict(overrides or {})
-    if "prefix_budget_tokens" not in overrides:
-        prompts = [longbench.LongBenchTask(item, 0, 0, page_chars).prompt for item in items[:count]]
-        overrides.update(bench.prefix_room(prompts, counter, context_window, max_tokens))
-
-    def make_config(setting: bench.Setting) -> ArcConfig:
-        return ArcConfig.for_window(context_window, max_tokens, **{
-            **overrides, "recall_budget_chars": setting.recall_budget_chars,
-            "recall_max_chars": setting.recall_max_chars})
-
+    prompts = [longbench.LongBenchTask(item, 0, 0, page_chars).prompt for item in items[:count]]
+    make_config = bench.config_maker(prompts, counter, context_window, max_tokens, overrides)
     bench.run(out, benchmark="longbench", methods=methods, seeds=seeds, tasks=count, settings=settings,
               make_task=lambda seed, index, setting: longbench.LongBenchTask(
                   items[index], seed, index, page_chars, max_calls),

@@ -14,7 +14,6 @@ from __future__ import annotations
 from arc_vllm.agent import bench
 from arc_vllm.agent.niah import make_task
 from arc_vllm.agent.scripted import ScriptedAgent
-from arc_vllm.core.config import ArcConfig
 
 
 def run(out: str, methods: list[str], seeds: list[int], tasks: int, counter, *,
@@ -27,16 +26,8 @@ def run(out: str, methods: list[str], seeds: list[int], tasks: int, counter, *,
     if agent == "model" and backend is None:
         raise ValueError("--agent model needs a backend (--backend vllm or openai)")
 
-    overrides = dict(overrides or {})
-    if "prefix_budget_tokens" not in overrides:
-        prompts = [make_task(42, 0, needle_position=setting.needle_position).prompt for setting in settings]
-        overrides.update(bench.prefix_room(prompts, counter, context_window, max_tokens))
-
-    def make_config(setting: bench.Setting) -> ArcConfig:
-        return ArcConfig.for_window(context_window, max_tokens, **{
-            **overrides, "recall_budget_chars": setting.recall_budget_chars,
-            "recall_max_chars": setting.recall_max_chars})
-
+    prompts = [make_task(42, 0, needle_position=setting.needle_position).prompt for setting in settings]
+    make_config = bench.config_maker(prompts, counter, context_window, max_tokens, overrides)
     bench.run(out, benchmark="niah", methods=methods, seeds=seeds, tasks=tasks, settings=settings,
               make_task=lambda seed, index, setting: make_task(seed, index, noise_lines=setting.noise_lines,
                                                                needle_position=setting.needle_position),
