@@ -8,7 +8,7 @@ from arc_vllm.core.config import ArcConfig
 from arc_vllm.core.context import ArcContext
 from arc_vllm.core.recall import recall_all
 
-from histories import histories, make_text
+from histories import histories, lengths, make_text
 
 
 def drive(context, history):
@@ -55,9 +55,9 @@ def check_recall_and_history(context, observations):
         for chunk in range(1, context.recall.num_chunks(id) + 1):
             [result] = context.act(f"_recall §{id} {chunk}")
             assert result.ok, result.text
+            # A body of one chunk has one key however it is asked for (never in U twice).
             key = (id, chunk) if context.recall.num_chunks(id) > 1 else (id, None)
-            pieces.append(context.recall.materialized.get(key) or
-                          context.recall.materialized[(id, chunk)])
+            pieces.append(context.recall.materialized[key])
             assert context.render().tokens <= context.config.input_budget_tokens
         assert "".join(pieces) == record.content
 
@@ -126,9 +126,19 @@ def test_forced_compaction_cites_old_observations_and_recall_brings_them_back(sm
     assert needle in text
 
 
-def test_task_prefix_over_b_is_refused(smol):
-    with pytest.raises(ValueError, match="prefix_budget_tokens"):
-        ArcContext(ArcConfig.for_window(4096, 512), smol, task="word " * 2000)
+def test_a_task_prefix_is_refused_only_when_the_other_parts_cannot_fit(smol):
+    from arc_vllm.core.budget import PrefixTooLarge
+
+    config = ArcConfig.for_window(4096, 512)
+    limit = config.input_budget_tokens - config.minimum_tokens
+    # 975 tokens was refused at 4k when B was a fixed share of L; now F is what it is.
+    context = ArcContext(config, smol, task="word " * 900)
+    assert 900 < context.prefix_tokens <= limit
+    with pytest.raises(PrefixTooLarge) as refused:
+        ArcContext(config, smol, task="word " * 3000)
+    message = str(refused.value)
+    assert f"L = {config.input_budget_tokens}" in message and str(config.minimum_tokens) in message
+    assert "task prefix F" in message and f"at most {limit}" in message
 
 
 def test_cited_stubs_never_change_text(smol):
@@ -214,7 +224,8 @@ def test_memory_beyond_the_stored_bodies_stays_bounded(smol, monkeypatch):
     grown = overhead[600][0] - overhead[300][0]
     bodies_added = overhead[600][1] - overhead[300][1]
     assert grown < bodies_added / 3, (grown, bodies_added)
-    assert set(context._turn_forms) <= set(range(context.state.boundary, len(context.turns)))
+    assert {index for index, _ in context._turn_cache} <= set(range(context.state.boundary,
+                                                                    len(context.turns)))
 
 
 def test_a_compaction_that_only_appends_keeps_the_summary_text_as_a_prefix(smol):
@@ -230,3 +241,38 @@ def test_a_compaction_that_only_appends_keeps_the_summary_text_as_a_prefix(smol)
     for (before, c0, e0), (after, c1, e1) in zip(summaries, summaries[1:]):
         if (c0, e0) == (c1, e1):  # nothing collapsed or elided: only new entries at the end
             assert after.startswith(before)
+
+
+@settings(max_examples=15)
+@given(history=st.lists(st.tuples(st.integers(0, 8), lengths, st.integers(0, 2**20)), max_size=40),
+       task_words=st.integers(0, 1_900), window=st.sampled_from([(4096, 512), (8192, 1024)]))
+def test_a_history_that_fits_is_never_cited_and_any_prefix_up_to_the_limit_works(
+        smol, history, task_words, window):
+    """Caps, not reservations: while the whole conversation fits in L the view is the whole
+    conversation (nothing cited, no compaction); a task prefix of any size that leaves the
+    other parts their minimum works, and every view stays within L."""
+    from arc_vllm.core.budget import PrefixTooLarge
+    from arc_vllm.core.formats import observation_block, react_action
+
+    config = ArcConfig.for_window(*window)
+    try:
+        context = ArcContext(config, smol, task="word " * task_words)
+    except PrefixTooLarge:
+        assert smol.count_messages(ArcContext(config, smol, task="").prefix[:1] + [
+            {"role": "user", "content": "word " * task_words}]) > (
+            config.input_budget_tokens - config.minimum_tokens)
+        return
+    budget = config.input_budget_tokens
+    full = list(context.prefix)
+    observations = []
+    for tool, length, seed in history:
+        text = make_text(seed, length)
+        context.observe(f"tool{tool}", text, thought="look")
+        observations.append(text)
+        full += [{"role": "assistant", "content": react_action("look", f"tool{tool}")},
+                 {"role": "user", "content": observation_block(text, True)}]
+        view = context.render()
+        assert view.tokens <= budget
+        if smol.count_messages(full) <= budget:
+            assert view.messages == full and context.num_compactions == 0
+    check_recall_and_history(context, observations)

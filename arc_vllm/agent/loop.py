@@ -16,6 +16,7 @@ from __future__ import annotations
 import time
 
 from arc_vllm.agent.backends import ContextLengthError
+from arc_vllm.core import formats
 from arc_vllm.policies.base import ContextOverflow
 
 
@@ -62,7 +63,7 @@ def run_episode(policy, task, agent, counter, budget_tokens: int, *, force: tupl
         trace += take_model_calls()
         trace.append({"kind": "agent", "prompt_tokens": tokens, "cached_tokens": usage.get("cached_tokens"),
                       "generated_tokens": usage.get("generated_tokens")
-                      or counter.count(f"{thought}\nAction: {action}" if thought else f"Action: {action}"),
+                      or counter.count(formats.react_action(thought, action)),
                       "ms": round((time.perf_counter() - started) * 1000, 3)})
         verdict = task.score(action)
         if verdict is not None:

@@ -22,13 +22,14 @@ from __future__ import annotations
 import re
 
 from arc_vllm.agent.niah import ALPHABET, NEEDLE_LENGTH
+from arc_vllm.core import formats
 
 NEEDLE = re.compile(rf"NEEDLE=([{ALPHABET}]{{{NEEDLE_LENGTH}}})(?![{ALPHABET}])")
 ORDER = re.compile(r"in this order with `cat FILE`: (.+?)\. One of them")
-READ = re.compile(r"Action: cat (\S+)")
-SECRETS_STUB = re.compile(r"§([0-9a-f]{8,40}) · cat secrets\.txt")
-NEXT_CHUNK = re.compile(r"next: `(_recall §[0-9a-f]+ \d+)`")
-CHUNK = re.compile(r"<<< §([0-9a-f]+) chunk (\d+)/(\d+) >>>\n(.*?)\n<<< end §", re.DOTALL)
+READ = formats.READ_ACTION
+SECRETS_STUB = re.compile(formats.STUB_OF.format(signature=re.escape("cat secrets.txt")))
+NEXT_CHUNK = formats.NEXT_CHUNK
+CHUNK = formats.RECALLED_CHUNK
 NOTED = re.compile(r"chunk tail: ([^\n]*)")
 GIVE_UP = "give up"
 
@@ -53,13 +54,13 @@ class ScriptedAgent:
                     return "", f"submit NEEDLE={joined[-1]}"
         unfinished = [body for number, total, body in bodies if number < int(total)]
         thought = f"chunk tail: {unfinished[-1].rsplit(chr(10), 1)[-1]}" if unfinished else ""
-        chunks = [command for command in NEXT_CHUNK.findall(text) if f"Action: {command}" not in text]
+        chunks = [command for command in NEXT_CHUNK.findall(text) if not formats.tried(command, text)]
         if chunks:
             return thought, chunks[-1]
         stub = SECRETS_STUB.search(text)
-        if stub and f"Action: _recall §{stub.group(1)}" not in text:  # not tried yet
+        if stub and not formats.tried(f"_recall §{stub.group(1)}", text):  # not tried yet
             return thought, f"_recall §{stub.group(1)}"
-        if "[ARC catalog page" in text and "wrapped around" not in text:
+        if formats.CATALOG_PAGE_MARK in text and formats.CATALOG_WRAPPED not in text:
             return thought, "_catalog next"
         return thought, GIVE_UP
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 import math
 
 from arc_vllm.core.commands import CatalogNext, CatalogPage
+from arc_vllm.core.formats import CATALOG_PAGE_MARK
 from arc_vllm.core.recall import CommandResult
 
 
@@ -59,7 +60,7 @@ class Catalog:
         if not ids:
             return ""
         first = (page - 1) * self.per_page + 1
-        header = (f"[ARC catalog page {page}/{self.num_pages} · stubs {first}-"
+        header = (f"{CATALOG_PAGE_MARK} {page}/{self.num_pages} · stubs {first}-"
                   f"{first + len(ids) - 1} of {len(self.entries)} · `_catalog next` · "
                   "`_catalog page <n>` · `_recall §id`]")
         return "\n".join([header, *(self.book.cite(id) for id in ids)])

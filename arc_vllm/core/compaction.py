@@ -16,25 +16,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from arc_vllm.core.citation import bare
+from arc_vllm.core.turn import Turn, clip
 
 FULL, BARE = "full", "bare"
-
-
-@dataclass(frozen=True)
-class Turn:
-    """One agent step: a normal action with its stored observation (``obs_id``), or an ARC
-    command with the framework's response (``note``)."""
-
-    step: int
-    thought: str
-    action: str
-    obs_id: str | None = None
-    note: str | None = None
-
-
-def clip(text: str, limit: int) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[:max(0, limit - 1)] + "…"
 
 
 @dataclass
@@ -135,25 +119,13 @@ class Summarizer:
             text, _ = self.summary(turns, state)
         self.forget_before(state.elided)
 
-    def turn_messages(self, turn: Turn, cite: bool) -> list[dict]:
-        """A recent turn as chat messages; ``cite`` shows its observation as a stub."""
-        content = (f"{turn.thought}\nAction: {turn.action}" if turn.thought
-                   else f"Action: {turn.action}")
-        if turn.obs_id is None:
-            observation = f"[ARC] {turn.note}"
-        elif cite:
-            observation = "Observation (cited, not shown in full):\n" + self.book.cite(turn.obs_id)
-        else:
-            observation = "Observation:\n" + self.store.get(turn.obs_id).content
-        return [{"role": "assistant", "content": content},
-                {"role": "user", "content": observation}]
-
 
 if __name__ == "__main__":
     from arc_vllm.core.citation import CitationBook
     from arc_vllm.core.config import ArcConfig
     from arc_vllm.core.store import ObsStore
     from arc_vllm.core.tokens import TiktokenCounter
+    from arc_vllm.core.turn import Turn
 
     config, counter, store = ArcConfig(), TiktokenCounter(), ObsStore()
     book = CitationBook(store, counter, config)

@@ -4,16 +4,20 @@ The paper's symbols map to fields as follows (all token budgets are in tokens of
 serving model, chat template included):
 
     L_ctx  context_window            G_max  max_tokens (completion reserve)
-    B      prefix_budget_tokens      task prefix F (system prompt + task)
-    M      summary_budget_tokens     deterministic summary S of older turns
-    R      recent_budget_tokens      recent suffix H, kept verbatim when it fits
-    P      catalog_budget_tokens     one page G of the citation catalog
-    Q      recall_budget_tokens      recalled content U
+    B      (not a field)             the task prefix F (system prompt + task + tools) as it is
+    M      summary_budget_tokens     cap on the deterministic summary S of older turns
+    R      recent_budget_tokens      recent suffix H: what compaction keeps verbatim at least
+    P      catalog_budget_tokens     cap on one page G of the citation catalog
+    Q      recall_budget_tokens      cap on recalled content U
     eta    overhead_tokens           template and framing overhead
     rho    inline_threshold_tokens   observations shorter than this stay verbatim
     r      recalls_per_step          q   recall_chunk_tokens
 
-K = B + M + R + P + Q + eta must not exceed L = context_window - max_tokens.
+B is what F actually is; M, R, P and Q are caps, not reservations (``core/budget.py`` turns
+them into the caps of one context once F is known, and what a part leaves unused goes to H).
+The config only checks that the parts after F can work at all within L =
+context_window - max_tokens: ``minimum_tokens`` (eta + the newest turn in its smallest
+form + one catalog page + one recall chunk + a little summary) must fit in L.
 
 Run ``python -m arc_vllm.core.config`` to print a default config and its K and L.
 """
@@ -25,13 +29,16 @@ from dataclasses import asdict, dataclass, fields
 # The fixed text around one stub on a catalog page and a catalog page header, in tokens.
 # Generous on purpose: the view is checked in real tokens afterwards anyway.
 CATALOG_HEADER_TOKENS = 48
+# A recalled chunk's markers and header beside its q tokens.
+RECALL_FRAMING_TOKENS = 32
+# The summary's header and its "steps a-b are not listed" line, when everything is elided.
+SUMMARY_MINIMUM_TOKENS = 64
 
 
 @dataclass(frozen=True)
 class ArcConfig:
     context_window: int = 16384
     max_tokens: int = 1024
-    prefix_budget_tokens: int = 1024
     summary_budget_tokens: int = 4096
     recent_budget_tokens: int = 4096
     catalog_budget_tokens: int = 1536
@@ -65,31 +72,31 @@ class ArcConfig:
             raise ValueError(
                 f"invalid ArcConfig: max_tokens={self.max_tokens} leaves no input budget in "
                 f"context_window={self.context_window}")
-        if self.view_budget_tokens > self.input_budget_tokens:
-            raise ValueError(
-                "invalid ArcConfig: K = B+M+R+P+Q+eta = "
-                f"{self.prefix_budget_tokens}+{self.summary_budget_tokens}+"
-                f"{self.recent_budget_tokens}+{self.catalog_budget_tokens}+"
-                f"{self.recall_budget_tokens}+{self.overhead_tokens} = {self.view_budget_tokens} "
-                f"exceeds L = context_window - max_tokens = {self.context_window} - "
-                f"{self.max_tokens} = {self.input_budget_tokens}; lower the component "
-                "budgets (prefix, summary, recent, catalog, recall, overhead) or max_tokens")
         # A chunk must fit in U with its framing; a character is at most 4 tokens, so q >= 4
         # guarantees a chunk boundary can always fall between characters.
-        if not 4 <= self.recall_chunk_tokens <= self.recall_budget_tokens - 32:
+        if not 4 <= self.recall_chunk_tokens <= self.recall_budget_tokens - RECALL_FRAMING_TOKENS:
             raise ValueError(
                 f"invalid ArcConfig: recall_chunk_tokens (q)={self.recall_chunk_tokens} must be "
-                f">= 4 and <= recall_budget_tokens (Q) - 32 = {self.recall_budget_tokens - 32}")
+                f">= 4 and <= recall_budget_tokens (Q) - {RECALL_FRAMING_TOKENS} = "
+                f"{self.recall_budget_tokens - RECALL_FRAMING_TOKENS}")
         if self.stub_max_tokens + CATALOG_HEADER_TOKENS > self.catalog_budget_tokens:
             raise ValueError(
                 f"invalid ArcConfig: catalog_budget_tokens (P)={self.catalog_budget_tokens} "
                 f"cannot hold one stub of stub_max_tokens={self.stub_max_tokens} plus a "
                 f"{CATALOG_HEADER_TOKENS}-token page header")
-        if self.recent_budget_tokens < max(256, self.stub_max_tokens + 64):
+        if self.recent_budget_tokens < self.minimum_recent_tokens:
             raise ValueError(
                 f"invalid ArcConfig: recent_budget_tokens (R)={self.recent_budget_tokens} must "
                 f"hold the newest turn in its smallest form: at least "
-                f"{max(256, self.stub_max_tokens + 64)} tokens")
+                f"{self.minimum_recent_tokens} tokens")
+        if self.minimum_tokens > self.input_budget_tokens:
+            raise ValueError(
+                f"invalid ArcConfig: the parts after the task prefix need at least "
+                f"{self.minimum_tokens} tokens (eta {self.overhead_tokens} + newest turn "
+                f"{self.minimum_recent_tokens} + catalog page {self.catalog_budget_tokens} + "
+                f"recall chunk {self.recall_chunk_tokens + RECALL_FRAMING_TOKENS} + summary "
+                f"{SUMMARY_MINIMUM_TOKENS}), over L = context_window - max_tokens = "
+                f"{self.input_budget_tokens}; lower them or max_tokens")
         if self.recall_max_chars > self.recall_budget_chars:
             raise ValueError(
                 f"invalid ArcConfig: recall_max_chars={self.recall_max_chars} exceeds "
@@ -101,11 +108,16 @@ class ArcConfig:
         return self.context_window - self.max_tokens
 
     @property
-    def view_budget_tokens(self) -> int:
-        """K = B + M + R + P + Q + eta."""
-        return (self.prefix_budget_tokens + self.summary_budget_tokens
-                + self.recent_budget_tokens + self.catalog_budget_tokens
-                + self.recall_budget_tokens + self.overhead_tokens)
+    def minimum_recent_tokens(self) -> int:
+        """The newest turn in its smallest form always fits in this many tokens."""
+        return max(256, self.stub_max_tokens + 64)
+
+    @property
+    def minimum_tokens(self) -> int:
+        """What the parts after F need at least: eta, the newest turn in its smallest form,
+        one catalog page, one recall chunk with its framing, and the summary's header."""
+        return (self.overhead_tokens + self.minimum_recent_tokens + self.catalog_budget_tokens
+                + self.recall_chunk_tokens + RECALL_FRAMING_TOKENS + SUMMARY_MINIMUM_TOKENS)
 
     @property
     def stubs_per_page(self) -> int:
@@ -120,7 +132,7 @@ class ArcConfig:
         if budget < 1024:
             raise ValueError(f"context_window - max_tokens = {budget} is too small for ARC "
                              "(need at least 1024 input tokens)")
-        shares = dict(prefix_budget_tokens=0.08, summary_budget_tokens=0.26,
+        shares = dict(summary_budget_tokens=0.26,
                       recent_budget_tokens=0.30, catalog_budget_tokens=0.10,
                       recall_budget_tokens=0.20, overhead_tokens=0.06)
         values = {name: int(budget * share) for name, share in shares.items()}
@@ -136,5 +148,5 @@ class ArcConfig:
 if __name__ == "__main__":
     config = ArcConfig()
     print(config.to_dict())
-    print(f"K={config.view_budget_tokens} L={config.input_budget_tokens} "
+    print(f"minimum after F={config.minimum_tokens} L={config.input_budget_tokens} "
           f"stubs_per_page={config.stubs_per_page}")

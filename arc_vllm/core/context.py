@@ -6,23 +6,30 @@
     context.observe(action, observation)    # a normal tool step: archived, then shown
     view = context.on_overflow(error)       # reactive: the engine said the prompt was too long
 
-``render`` and ``on_overflow`` run the same compaction routine; ``compact()`` forces one (the
-paper's fixed call indices). Every view is checked in real tokens of the serving model's
-chat template against L = context_window - max_tokens before it is returned.
+B is what the task prefix F actually is (``core/budget.py``); M, R, P and Q are caps. While
+the whole conversation fits in L the view is the full conversation (plus ARC's system note)
+and nothing is cited. Compaction happens when the view would not fit (proactive, in
+``render``), on the engine's refusal (``on_overflow``) and on a forced schedule
+(``compact()``, the paper's fixed call indices); all run one routine. Every view is checked
+in real tokens of the serving model's chat template, with the ``tools`` it renders, against
+L = context_window - max_tokens before it is returned.
 
-Run ``python -m arc_vllm.core.view`` for a demonstration.
+Run ``python -m arc_vllm.core.context`` for a demonstration.
 """
 
 from __future__ import annotations
 
+from arc_vllm.core.budget import Budgets
 from arc_vllm.core.catalog import Catalog
-from arc_vllm.core.citation import CitationBook
+from arc_vllm.core.citation import CitationBook, bare
 from arc_vllm.core.commands import CatalogNext, CatalogPage, InvalidCommand, parse_commands
-from arc_vllm.core.compaction import CompactionState, Summarizer, Turn, clip
+from arc_vllm.core.compaction import CompactionState, Summarizer
+from arc_vllm.core.formats import recalled_block
 from arc_vllm.core.recall import CommandResult, RecallController
 from arc_vllm.core.store import ObsStore
 from arc_vllm.core.tokens import CachedCounter
-from arc_vllm.core.view import MessageSizer, View, recalled_block, serialize
+from arc_vllm.core.turn import CITED, MINIMAL, REACT, VERBATIM, Turn, merge_groups, turn_messages
+from arc_vllm.core.view import MessageSizer, View, serialize
 
 DEFAULT_SYSTEM = (
     "You are an agent that solves tasks with tools. ARC manages your context: older tool "
@@ -31,12 +38,15 @@ DEFAULT_SYSTEM = (
     "in chunks: `_recall §id 2`); `_recall_meta §id` shows its metadata; `_catalog next` and "
     "`_catalog page <n>` page through every stored observation.")
 
-VERBATIM, CITED, MINIMAL = 0, 1, 2
+# A body over this many characters per token of the space it would need is not counted
+# (at worst a body that might just have fitted is cited).
+MAX_CHARS_PER_TOKEN = 64
 
 
 class ArcContext:
-    def __init__(self, config, counter, *, task: str, system: str = DEFAULT_SYSTEM,
-                 store: ObsStore | None = None):
+    def __init__(self, config, counter, *, task: str = "", system: str = DEFAULT_SYSTEM,
+                 store: ObsStore | None = None, prefix: list[dict] | None = None,
+                 tools: list[dict] | None = None):
         self.config = config
         self.counter = counter if isinstance(counter, CachedCounter) else CachedCounter(counter)
         self.store = store if store is not None else ObsStore(
@@ -47,13 +57,12 @@ class ArcContext:
         self.recall = RecallController(self.store, self.book, self.counter, config)
         self.summarizer = Summarizer(self.store, self.book, self.counter, config)
         self.sizer = MessageSizer(self.counter)
-        self.prefix = [{"role": "system", "content": system}, {"role": "user", "content": task}]
-        self.prefix_tokens = self.counter.count_messages(self.prefix)
-        if self.prefix_tokens > config.prefix_budget_tokens:
-            raise ValueError(
-                f"the task prefix F (system prompt + task) is {self.prefix_tokens} tokens, over "
-                f"prefix_budget_tokens (B) = {config.prefix_budget_tokens}; shorten the task or "
-                "raise B")
+        # F: the client's own prefix messages when given, else ARC's system note and the task.
+        self.prefix = prefix or [{"role": "system", "content": system},
+                                 {"role": "user", "content": task}]
+        self.tools = None
+        self.budgets: Budgets | None = None
+        self.set_tools(tools)
         self.turns: list[Turn] = []
         self.state = CompactionState()
         self.step = max((step for step, _ in self.store.occurrences), default=0)
@@ -61,30 +70,57 @@ class ArcContext:
         # through the catalog from the start.
         for id in self.store.ids():
             self.catalog.add(id)
-        self._turn_forms: dict[int, tuple[int, list[dict], int]] = {}
+        self._forms: dict[int, int] = {}   # turns in H not shown verbatim -> their form
+        self._turn_cache: dict[tuple[int, int], tuple[list[dict], int]] = {}
         self.num_proactive = 0
         self.num_reactive = 0
         self.num_forced = 0
 
+    def set_tools(self, tools: list[dict] | None) -> None:
+        """The tools the engine renders into the prompt: part of F. Raises ``PrefixTooLarge``
+        (a ValueError) when F leaves less than the other parts need."""
+        tools = list(tools) if tools else None
+        if self.budgets is not None and tools == self.tools:
+            return
+        prefix_tokens = self.counter.count_messages(self.prefix, tools)
+        self.budgets = Budgets.for_prefix(self.config, prefix_tokens)
+        self.tools = tools
+
+    @property
+    def prefix_tokens(self) -> int:
+        """B: the real size of F (prefix messages and tools)."""
+        return self.budgets.prefix
+
     # -- the agent's side ----------------------------------------------------------------
     def observe(self, action: str, observation, *, thought: str = "",
-                returncode: int | None = None, signature: str | None = None):
+                returncode: int | None = None, signature: str | None = None,
+                style: str = REACT, call=None, group: int | None = None):
         """Archive a normal tool step's observation (before anything can hide it)."""
         record = self.store.append(action if signature is None else signature, observation,
                                    step=self.step + 1, returncode=returncode)
         self.step += 1
-        self.turns.append(Turn(self.step, thought, action, record.id))
+        self.turns.append(Turn(self.step, thought, action, record.id, style=style, call=call,
+                               group=group))
         return record
 
-    def act(self, action: str, *, thought: str = "") -> list[CommandResult] | None:
-        """Serve the ARC commands in ``action``; None when it holds none (a normal action)."""
-        commands = parse_commands(action)
+    def act(self, action: str, *, thought: str = "", commands=None, style: str = REACT,
+            call=None, group: int | None = None,
+            inline: bool = False) -> list[CommandResult] | None:
+        """Serve the ARC commands in ``action`` (or the parsed ``commands``); None when there
+        are none (a normal action). ``inline`` puts recalled text into the command's own
+        response (a tool message answers a tool call) instead of the recalled block U."""
+        commands = parse_commands(action) if commands is None else commands
         if not commands:
             return None
         self.step += 1
         results = [self._execute(command) for command in commands]
-        self.turns.append(Turn(self.step, thought, action,
-                               note="\n".join(result.text for result in results)))
+        texts = []
+        for result in results:
+            texts.append(result.text)
+            if inline and result.key is not None:
+                texts.append(self.recall.materialized.pop(result.key))
+        self.turns.append(Turn(self.step, thought, action, note="\n".join(texts), style=style,
+                               call=call, group=group))
         return results
 
     def _execute(self, command) -> CommandResult:
@@ -96,18 +132,24 @@ class ArcContext:
 
     # -- the view ------------------------------------------------------------------------
     def render(self) -> View:
-        """The bounded view for the next model call (proactive trigger)."""
+        """The bounded view for the next model call (proactive trigger: compacts only when
+        the view would not fit)."""
         compacted = False
-        if self._recent_tokens(self.state.boundary) > self.config.recent_budget_tokens:
+        total = self.budgets.total
+        if self._estimate() > total:
             self._compact()
             self.num_proactive += 1
             compacted = True
         view = self._build()
-        while view.tokens > self.config.input_budget_tokens:
+        if view.tokens > total and not compacted:
+            self._compact()
+            self.num_proactive += 1
+            compacted = True
+            view = self._build()
+        while view.tokens > total:
             # The pieces are estimates; the whole prompt in real tokens is the arbiter.
             if not self._tighten():
-                raise RuntimeError(f"cannot fit the view in {self.config.input_budget_tokens} "
-                                   f"tokens (at {view.tokens}); the config is too tight")
+                raise RuntimeError(f"cannot fit the view in {total} tokens (at {view.tokens})")
             view = self._build()
             compacted = True
         view.compacted = compacted
@@ -130,42 +172,59 @@ class ArcContext:
     def num_compactions(self) -> int:
         return self.state.num_compactions
 
-    # -- compaction ----------------------------------------------------------------------
-    def _turn_form(self, index: int) -> tuple[int, list[dict], int]:
-        """A recent turn's messages: verbatim if it fits R alone, else its observation cited,
-        else a minimal form. Decided once per turn, so H stays prefix-stable."""
-        cached = self._turn_forms.get(index)
+    # -- the recent turns ----------------------------------------------------------------
+    def _turn(self, index: int, form: int) -> tuple[list[dict], int]:
+        """A turn's messages in ``form`` and their tokens (cached: a form's text never
+        changes, so H stays prefix-stable between compactions)."""
+        key = (index, form)
+        cached = self._turn_cache.get(key)
         if cached is None:
             turn = self.turns[index]
-            budget = self.config.recent_budget_tokens
-            forms = [(VERBATIM, turn), (CITED, Turn(turn.step, clip(turn.thought, self.config.thought_chars),
-                                                    clip(turn.action, self.config.action_chars),
-                                                    turn.obs_id, turn.note and clip(turn.note, 400)))]
-            for form, shown in forms:
-                if form == VERBATIM and turn.obs_id is not None and \
-                        self.store.get(turn.obs_id).chars > 64 * budget:
-                    # Would need over 64 characters a token to fit: skip counting a huge
-                    # body (at worst this cites a body that might just have fitted).
-                    continue
-                messages = self.summarizer.turn_messages(shown, cite=form != VERBATIM
-                                                         and turn.obs_id is not None)
-                tokens = sum(self.sizer(message) for message in messages)
-                if tokens <= budget:
-                    cached = (form, messages, tokens)
-                    break
-            else:
-                # At most ~200 tokens whatever the text; ArcConfig keeps R above that.
-                messages = [{"role": "assistant", "content": f"Action: {clip(turn.action, 40)}"},
-                            {"role": "user", "content": f"[step {turn.step}] "
-                             + (f"§{turn.obs_id} (_recall §{turn.obs_id})" if turn.obs_id
-                                else clip(turn.note or "", 40))}]
-                cached = (MINIMAL, messages, sum(self.sizer(message) for message in messages))
-            self._turn_forms[index] = cached
+            observation = stub = ""
+            if turn.obs_id is not None:
+                if form == VERBATIM:
+                    observation = self.store.get(turn.obs_id).content
+                elif form == CITED:
+                    stub = self.book.stub(turn.obs_id)
+                else:
+                    stub = bare(turn.obs_id)
+            messages = turn_messages(turn, form, observation=observation, stub=stub,
+                                     config=self.config)
+            cached = (messages, self.sizer.messages(messages))
+            self._turn_cache[key] = cached
         return cached
 
-    def _recent_tokens(self, boundary: int) -> int:
-        return sum(self._turn_form(index)[2] for index in range(boundary, len(self.turns)))
+    def _too_large(self, index: int, space: int) -> bool:
+        """Whether a turn's body is certainly larger than ``space`` tokens (not counted)."""
+        obs_id = self.turns[index].obs_id
+        return obs_id is not None and self.store.get(obs_id).chars > MAX_CHARS_PER_TOKEN * space
 
+    def _turn_tokens(self, index: int) -> int:
+        form = self._forms.get(index, VERBATIM)
+        if form == VERBATIM and self._too_large(index, self.budgets.total):
+            return self.budgets.total + 1
+        return self._turn(index, form)[1]
+
+    def _recent_tokens(self) -> int:
+        return sum(self._turn_tokens(index) for index in range(self.state.boundary, len(self.turns)))
+
+    def _fitting_form(self, index: int) -> int:
+        """Verbatim if the turn fits H's cap alone, else its observation cited, else minimal."""
+        cap = self.budgets.recent
+        if not self._too_large(index, cap) and self._turn(index, VERBATIM)[1] <= cap:
+            return VERBATIM
+        return CITED if self._turn(index, CITED)[1] <= cap else MINIMAL
+
+    def _set_form(self, index: int, form: int) -> None:
+        for other in (VERBATIM, CITED, MINIMAL):
+            if other != form:
+                self._turn_cache.pop((index, other), None)
+        if form == VERBATIM:
+            self._forms.pop(index, None)
+        else:
+            self._forms[index] = form
+
+    # -- compaction ----------------------------------------------------------------------
     def _move_boundary(self, boundary: int) -> None:
         """Turns before ``boundary`` join S; their observations join the catalog."""
         for index in range(self.state.boundary, boundary):
@@ -174,38 +233,48 @@ class ArcContext:
                 self.catalog.add(turn.obs_id)
             # A summarised turn never returns to H: drop its messages (they may hold a copy
             # of a large body), so memory stays proportional to the store.
-            self._turn_forms.pop(index, None)
+            self._forms.pop(index, None)
+            for form in (VERBATIM, CITED, MINIMAL):
+                self._turn_cache.pop((index, form), None)
         self.state.boundary = max(self.state.boundary, boundary)
 
     def _compact(self) -> None:
         state = self.state
         self._move_boundary(len(self.turns) - self.config.recent_turns)
-        # Leave a quarter of R free, so the next turns append without another compaction
-        # (each compaction costs the engine the cached prefix after S).
-        target = self.config.recent_budget_tokens * 3 // 4
-        while (state.boundary < len(self.turns) - 1
-               and self._recent_tokens(state.boundary) > target):
+        for index in range(state.boundary, len(self.turns)):
+            self._set_form(index, self._fitting_form(index))
+        # Leave a quarter of H's cap free, so the next turns append without another
+        # compaction (each compaction costs the engine the cached prefix after S).
+        target = self.budgets.recent * 3 // 4
+        while state.boundary < len(self.turns) - 1 and self._recent_tokens() > target:
             self._move_boundary(state.boundary + 1)
-        self.summarizer.shrink(self.turns, state, self.config.summary_budget_tokens, self.sizer.text)
+        self.summarizer.shrink(self.turns, state, self.budgets.summary, self.sizer.text)
         state.num_compactions += 1
 
     def _tighten(self) -> bool:
+        """One more step towards a smaller view, least useful content first."""
         state = self.state
-        if self.recall.materialized:
+        if len(self.recall.materialized) > 1:
             self.recall.evict_oldest()
         elif state.boundary < len(self.turns) - 1:
             self._move_boundary(state.boundary + 1)
-            self.summarizer.shrink(self.turns, state, self.config.summary_budget_tokens,
-                                   self.sizer.text)
+            self.summarizer.shrink(self.turns, state, self.budgets.summary, self.sizer.text)
         elif state.elided < state.boundary:
             state.elided += 1
             state.collapsed = max(state.collapsed, state.elided)
+        elif any(self._forms.get(index, VERBATIM) < MINIMAL
+                 for index in range(state.boundary, len(self.turns))):
+            index = next(index for index in range(state.boundary, len(self.turns))
+                         if self._forms.get(index, VERBATIM) < MINIMAL)
+            self._set_form(index, self._forms.get(index, VERBATIM) + 1)
+        elif self.recall.materialized:
+            self.recall.evict_oldest()
         else:
             return False
         return True
 
     def _recalled(self) -> tuple[str, int]:
-        budget = self.config.recall_budget_tokens
+        budget = self.budgets.recall
         while True:
             items = [(self.recall.label(key), body) for key, body in self.recall.materialized.items()]
             text = recalled_block(items)
@@ -214,15 +283,40 @@ class ArcContext:
                 return text, tokens
             self.recall.evict_oldest()
 
+    def _estimate(self) -> int:
+        """The view's size from cached piece counts, to skip building one that cannot fit."""
+        summary, summary_tokens = self.summarizer.summary(self.turns, self.state)
+        return (self.budgets.prefix + summary_tokens + self.sizer.text(self.catalog.render())
+                + self._recent_tokens() + self._recalled()[1])
+
     def _build(self) -> View:
         summary, _ = self.summarizer.summary(self.turns, self.state)
         page = self.catalog.render()
-        recent = [message for index in range(self.state.boundary, len(self.turns))
-                  for message in self._turn_form(index)[1]]
+        indices = range(self.state.boundary, len(self.turns))
+        pieces = []
+        for index in indices:
+            form = self._forms.get(index, VERBATIM)
+            if form != VERBATIM and self.turns[index].obs_id is not None:
+                self.book.cited.add(self.turns[index].obs_id)  # shown as a handle from now on
+            pieces.append(self._turn(index, form)[0])
+        recent = merge_groups([self.turns[index] for index in indices], pieces)
         recalled, recalled_tokens = self._recalled()
         messages = serialize(self.prefix, summary, page, recent, recalled)
-        components = {"F": self.prefix_tokens, "S": self.sizer.text(summary),
-                      "G": self.sizer.text(page), "H": self._recent_tokens(self.state.boundary),
-                      "U": recalled_tokens}
-        return View(messages, self.counter.count_messages(messages),
-                    self.config.input_budget_tokens, components, step=self.step)
+        components = {"F": self.budgets.prefix, "S": self.sizer.text(summary),
+                      "G": self.sizer.text(page), "H": self._recent_tokens(), "U": recalled_tokens}
+        return View(messages, self.counter.count_messages(messages, self.tools),
+                    self.budgets.total, components, step=self.step, tools=self.tools)
+
+
+if __name__ == "__main__":
+    from arc_vllm.core.config import ArcConfig
+    from arc_vllm.core.tokens import TiktokenCounter
+
+    context = ArcContext(ArcConfig.for_window(4096, 512), TiktokenCounter(),
+                         task="Find the needle in secrets.txt")
+    for step in range(12):
+        context.observe(f"cat file{step}.txt", f"line of file {step}\n" * 120, thought="reading")
+    view = context.render()
+    for message in view.messages:
+        print(f"--- {message['role']}\n{message['content'][:400]}")
+    print(view.components, view.tokens, "<=", view.budget_tokens)

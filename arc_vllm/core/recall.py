@@ -88,6 +88,7 @@ def suggest(query: str, store, limit: int = 3) -> list[str]:
 class CommandResult:
     ok: bool
     text: str
+    key: tuple | None = None   # the (id, chunk) a successful recall materialised in U
 
 
 class RecallController:
@@ -143,16 +144,18 @@ class RecallController:
         if chunk is None and total > 1:
             chunk = 1  # too large for one recall: serve the first chunk and say what follows
         self._count(record, step)
-        key = (record.id, chunk if total > 1 or command.chunk else None)
-        text = self.chunks(record.id)[chunk - 1] if chunk else record.content
+        # A body of one chunk has one key, whether asked for whole or as chunk 1: the same
+        # text must never be in U twice, nor Q spent on it twice.
+        key = (record.id, chunk if total > 1 else None)
+        text = self.chunks(record.id)[chunk - 1] if chunk and total > 1 else record.content
         self._materialize(key, text)
         self.book.cite(record.id)
         if key[1] is None:
             return CommandResult(True, f"§{record.id} recalled in full ({record.chars:,} chars); "
-                                       "it is shown under RECALLED")
+                                       "it is shown under RECALLED", key)
         follow = (f"; next: `_recall §{record.id} {chunk + 1}`" if chunk < total else "; last chunk")
         return CommandResult(True, f"§{record.id} chunk {chunk}/{total} recalled ({len(text):,} "
-                                   f"chars), shown under RECALLED{follow}")
+                                   f"chars), shown under RECALLED{follow}", key)
 
     def _count(self, record, step: int) -> None:
         self._recalls_this_step += 1

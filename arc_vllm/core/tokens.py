@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import gzip
 import hashlib
+import json
 import os
 import re
 from collections import OrderedDict
@@ -21,6 +22,7 @@ from typing import Protocol, Sequence
 from arc_vllm.paths import tiktoken_dir
 
 Message = dict
+Tools = list[dict] | None
 SEGMENT_CACHE_CHARS = 4_000_000  # a few whole prompts of the largest windows
 
 
@@ -35,12 +37,42 @@ class TokenCounter(Protocol):
         that starts inside a character repeats the previous offset: a cut may fall before
         token i only where its offset exceeds token i-1's."""
 
-    def count_messages(self, messages: Sequence[Message]) -> int:
-        """Prompt tokens of chat ``messages`` as the model sees them (generation prompt
-        included)."""
+    def count_messages(self, messages: Sequence[Message], tools: Tools = None) -> int:
+        """Prompt tokens of chat ``messages`` (and the ``tools`` the template renders) as the
+        model sees them, generation prompt included."""
 
-    def prompt_token_ids(self, messages: Sequence[Message]) -> list[int]:
+    def prompt_token_ids(self, messages: Sequence[Message], tools: Tools = None) -> list[int]:
         """The prompt's token ids (for prefix-reuse figures)."""
+
+
+def template_messages(messages: Sequence[Message]) -> list[Message]:
+    """Messages as vLLM hands them to a chat template: tool-call arguments parsed from their
+    JSON text into objects (an invalid or non-object text becomes {}, as vLLM does), and a
+    missing content as an empty string."""
+    out = []
+    for message in messages:
+        if message.get("content") is None or message.get("tool_calls"):
+            message = dict(message)
+            if message.get("content") is None:
+                message["content"] = ""
+            calls = []
+            for call in message.get("tool_calls") or []:
+                function = dict(call.get("function") or {})
+                arguments = function.get("arguments")
+                if not isinstance(arguments, dict):
+                    try:
+                        arguments = json.loads(arguments) if arguments else {}
+                    except (TypeError, ValueError):
+                        arguments = {}
+                    arguments = arguments if isinstance(arguments, dict) else {}
+                function["arguments"] = arguments
+                calls.append({**call, "function": function})
+            if calls:
+                message["tool_calls"] = calls
+            else:
+                message.pop("tool_calls", None)
+        out.append(message)
+    return out
 
 
 class HFTokenCounter:
@@ -128,8 +160,8 @@ class HFTokenCounter:
                 position += 1
         return starts
 
-    def count_messages(self, messages: Sequence[Message]) -> int:
-        rendered = self.render(messages)
+    def count_messages(self, messages: Sequence[Message], tools: Tools = None) -> int:
+        rendered = self.render(messages, tools)
         if not self._segmentable:
             return self.count_rendered(rendered)
         total = 0
@@ -139,14 +171,15 @@ class HFTokenCounter:
             position = match.end()
         return total + self._count_segment(rendered[position:])
 
-    def render(self, messages: Sequence[Message]) -> str:
+    def render(self, messages: Sequence[Message], tools: Tools = None) -> str:
         """The prompt text exactly as vLLM's chat endpoint renders it."""
         return self.tokenizer.apply_chat_template(
-            list(messages), tokenize=False, add_generation_prompt=True)
+            template_messages(messages), tools=tools or None, tokenize=False,
+            add_generation_prompt=True)
 
-    def prompt_token_ids(self, messages: Sequence[Message]) -> list[int]:
+    def prompt_token_ids(self, messages: Sequence[Message], tools: Tools = None) -> list[int]:
         """The prompt's token ids, as the engine will see them (for prefix-reuse figures)."""
-        return self._backend.encode(self.render(messages), add_special_tokens=False).ids
+        return self._backend.encode(self.render(messages, tools), add_special_tokens=False).ids
 
     def count_rendered(self, rendered: str) -> int:
         # The template already holds BOS/role markers as text; encode exactly as vLLM does.
@@ -228,18 +261,23 @@ class TiktokenCounter:
         _, starts = self.encoding.decode_with_offsets(tokens)
         return starts
 
-    def prompt_token_ids(self, messages: Sequence[Message]) -> list[int]:
+    def prompt_token_ids(self, messages: Sequence[Message], tools: Tools = None) -> list[int]:
         """Token ids of a plain rendering (role line, content) of the messages: tiktoken
         models' real chat framing is not public, so this stands in for prefix figures."""
         return self.encoding.encode_ordinary(
-            "".join(f"<|{m.get('role', '')}|>\n{m.get('content') or ''}\n" for m in messages))
+            (json.dumps(tools) if tools else "")
+            + "".join(f"<|{m.get('role', '')}|>\n{m.get('content') or ''}"
+                      f"{json.dumps(m['tool_calls']) if m.get('tool_calls') else ''}\n"
+                      for m in messages))
 
-    def count_messages(self, messages: Sequence[Message]) -> int:
-        total = 3
+    def count_messages(self, messages: Sequence[Message], tools: Tools = None) -> int:
+        total = 3 + (self.count(json.dumps(tools)) if tools else 0)
         for message in messages:
             total += 3 + self.count(message.get("role", "")) + self.count(message.get("content") or "")
             if message.get("name"):
                 total += 1 + self.count(message["name"])
+            if message.get("tool_calls"):
+                total += self.count(json.dumps(message["tool_calls"]))
         return total
 
 
@@ -275,11 +313,11 @@ class CachedCounter:
     def token_starts(self, text: str) -> list[int]:
         return self.inner.token_starts(text)
 
-    def count_messages(self, messages: Sequence[Message]) -> int:
-        return self.inner.count_messages(messages)
+    def count_messages(self, messages: Sequence[Message], tools: Tools = None) -> int:
+        return self.inner.count_messages(messages, tools)
 
-    def prompt_token_ids(self, messages: Sequence[Message]) -> list[int]:
-        return self.inner.prompt_token_ids(messages)
+    def prompt_token_ids(self, messages: Sequence[Message], tools: Tools = None) -> list[int]:
+        return self.inner.prompt_token_ids(messages, tools)
 
 
 def load_counter(spec: str | None) -> TokenCounter:

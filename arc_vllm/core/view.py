@@ -13,13 +13,18 @@ turn t unless a compaction or a recall intervened. A part's cost is its tokens *
 message* of the serving model's template (``MessageSizer``), and the final check counts the
 whole prompt as the template renders it.
 
-Run ``python -m arc_vllm.core.view`` to print a view of a small synthetic history.
+The view also carries the ``tools`` the engine renders into the prompt (a tool-aware chat
+template writes their schemas into the system turn), so its token count is of the prompt
+the engine gets. Run ``python -m arc_vllm.core.context`` to print a view of a small history.
 """
 
 from __future__ import annotations
 
+import json
 from collections import OrderedDict
 from dataclasses import dataclass, field
+
+from arc_vllm.core.formats import recalled_block  # noqa: F401  (U's text, owned by formats)
 
 ANCHOR = {"role": "system", "content": "anchor"}
 
@@ -37,7 +42,10 @@ class MessageSizer:
         self._chars = 0
 
     def __call__(self, message: dict) -> int:
-        key = (message["role"], message["content"])
+        if message.keys() <= {"role", "content"}:
+            key = (message["role"], message["content"] or "")
+        else:  # tool calls and tool results: their structure is rendered too
+            key = (message["role"], json.dumps(message, sort_keys=True, ensure_ascii=False))
         cached = self._cache.get(key)
         if cached is None:
             cached = self.counter.count_messages([ANCHOR, message]) - self._base
@@ -53,6 +61,9 @@ class MessageSizer:
     def text(self, content: str, role: str = "user") -> int:
         return self({"role": role, "content": content}) if content else 0
 
+    def messages(self, messages: list[dict]) -> int:
+        return sum(self(message) for message in messages)
+
 
 @dataclass
 class View:
@@ -64,10 +75,7 @@ class View:
     components: dict[str, int] = field(default_factory=dict)
     compacted: bool = False
     step: int = 0
-
-    @property
-    def within_budget(self) -> bool:
-        return self.tokens <= self.budget_tokens
+    tools: list[dict] | None = None
 
 
 def user(content: str) -> dict:
@@ -86,29 +94,3 @@ def serialize(prefix: list[dict], summary: str, catalog_page: str, recent: list[
     if recalled:
         messages.append(user(recalled))
     return messages
-
-
-def recalled_block(items: list[tuple[str, str]]) -> str:
-    """U: the materialised bodies, exactly, each between labelled markers."""
-    if not items:
-        return ""
-    parts = ["[ARC RECALLED · exact stored text; least recently used recalls fall back to "
-             "stubs when space runs out]"]
-    for label, body in items:
-        parts.append(f"<<< {label} >>>\n{body}\n<<< end {label.split()[0]} >>>")
-    return "\n".join(parts)
-
-
-if __name__ == "__main__":
-    from arc_vllm.core.config import ArcConfig
-    from arc_vllm.core.context import ArcContext
-    from arc_vllm.core.tokens import TiktokenCounter
-
-    context = ArcContext(ArcConfig.for_window(4096, 512), TiktokenCounter(),
-                         task="Find the needle in secrets.txt")
-    for step in range(12):
-        context.observe(f"cat file{step}.txt", f"line of file {step}\n" * 120, thought="reading")
-    view = context.render()
-    for message in view.messages:
-        print(f"--- {message['role']}\n{message['content'][:400]}")
-    print(view.components, view.tokens, "<=", view.budget_tokens)

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from typing import Protocol
 
+from arc_vllm.core import formats
+
 # Every method's agent sees the same protocol: the model agent parses the `Action:` line.
 ACTION_FORMAT = ("Reply with at most one short line of thought, then one line `Action: <command>`; "
                  "when you know the answer, the action is the submission the task asks for.")
@@ -57,9 +59,8 @@ class ModelCalls:
 
 def turn_messages(thought: str, action: str, observation: str) -> list[dict]:
     """One verbatim step as chat messages (the baselines' common serialisation)."""
-    content = f"{thought}\nAction: {action}" if thought else f"Action: {action}"
-    return [{"role": "assistant", "content": content},
-            {"role": "user", "content": "Observation:\n" + observation}]
+    return [{"role": "assistant", "content": formats.react_action(thought, action)},
+            {"role": "user", "content": formats.observation_block(observation, True)}]
 
 
 def prefix_messages(system: str, task: str) -> list[dict]:
