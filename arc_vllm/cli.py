@@ -1,6 +1,6 @@
 """The ``arc-vllm`` command.
 
-    arc-vllm replay FILE.jsonl [--context-window N] [--max-tokens N] [--tokenizer T] --out DIR
+    arc-vllm replay FILE|DIR ... [--format F] [--context-window N] [--max-tokens N] [--tokenizer T] --out DIR
     arc-vllm serve [MODEL] [--arc-...] [vllm serve options]   vLLM with ARC sessions
     arc-vllm bench niah [--methods ...] [--seeds ...] [--tasks N] [--agent scripted|model] --out DIR
     arc-vllm bench longbench --data data.json --backend vllm|openai [...] --out DIR
@@ -17,6 +17,8 @@ import argparse
 import json
 import os
 import sys
+
+from arc_vllm.agent.importers import FORMATS
 
 METHODS = ("arc", "full_context", "sliding_window", "llm_summary", "structured_state", "rag_memory")
 DEFAULT_SAMPLE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
@@ -137,10 +139,12 @@ def main(argv: list[str] | None = None) -> int:
                                      "for long-running LLM agents, on vLLM.")
     commands = parser.add_subparsers(dest="command", required=True)
     replay = commands.add_parser("replay", help="replay recorded trajectories through ARC")
-    replay.add_argument("file", nargs="?", default=DEFAULT_SAMPLE,
-                        help="trajectories, one JSON object per line (default: the shipped sample)")
-    replay.add_argument("--method", default="arc", choices=["arc"],
-                        help="context policy (the baselines arrive with the benchmarks)")
+    replay.add_argument("files", nargs="*", default=[DEFAULT_SAMPLE],
+                        help="agent logs: files or folders, format detected by content (SWE-agent "
+                             ".traj, mini-swe-agent .traj.json, OpenHands output.jsonl, tau-bench "
+                             "results, ARC JSONL; default: the shipped sample)")
+    replay.add_argument("--format", default=None, choices=FORMATS,
+                        help="read every file as this format instead of detecting it")
     replay.add_argument("--tokenizer", default=None,
                         help="HF tokenizer name or folder, or o200k_base / cl100k_base "
                              "(default: the embedded model's)")
@@ -237,13 +241,14 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "replay":
         from arc_vllm.agent.replay import run
 
-        if not os.path.exists(args.file):
-            parser.error(f"no such file: {args.file}")
+        missing = [path for path in args.files if not os.path.exists(path)]
+        if missing:
+            parser.error(f"no such file: {', '.join(map(str, missing))}")
         try:
             config = _config(args)
         except ValueError as error:
             parser.error(str(error))
-        summary = run(args.file, args.out, config, args.tokenizer)
+        summary = run(args.files, args.out, config, args.tokenizer, format=args.format)
         shown = {key: value for key, value in summary.items() if key not in ("config",)}
         print(json.dumps(shown, indent=1))
         print(f"wrote {os.path.join(args.out, 'summary.json')}", file=sys.stderr)

@@ -28,6 +28,11 @@ MODEL_NAME = "SmolLM2-135M-Instruct"
 GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 GGUF_SHA256 = "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
 MANIFEST = "arc-manifest.json"
+# SmolLM2's ChatML template plus Hermes-style tool calling (tools in the system turn,
+# <tool_call> JSON, <tool_response>); identical to SmolLM2's own template for conversations
+# without tools. ``arc-vllm serve`` uses it for the embedded and tiny models, with vLLM's
+# hermes tool-call parser, so function-calling clients work unmodified.
+TOOLS_TEMPLATE = Path(__file__).resolve().parent / "templates" / "smollm2_tools.jinja"
 
 
 def _sha256(path: Path) -> str:
@@ -138,6 +143,15 @@ def prepare_tiny() -> Path:
     shutil.rmtree(folder, ignore_errors=True)
     staging.rename(folder)
     return folder
+
+
+def is_embedded(model: str) -> bool:
+    """Whether ``model`` is the embedded model's folder or the tiny test model's."""
+    try:
+        path = Path(model).resolve()
+    except OSError:
+        return False
+    return path in (default_model_dir().resolve(), (models_dir() / TINY_NAME).resolve())
 
 
 def prepare(force: bool = False) -> Path:

@@ -70,3 +70,63 @@ def test_reusable_prefix_counts_whole_blocks():
     assert reusable_prefix_tokens(list(range(300)), list(range(300))) == 256
     assert reusable_prefix_tokens(list(range(300)), list(range(200)) + [0] * 100) == 128
     assert reusable_prefix_tokens([1, 2], [3]) == 0
+
+
+LOGS = ROOT / "tests" / "fixtures" / "agent_logs"
+
+
+def test_agent_log_fixtures_are_the_generator_output(tmp_path):
+    subprocess.run([sys.executable, str(ROOT / "tests" / "fixtures" / "make_agent_logs.py"),
+                    str(tmp_path)], check=True)
+    for path in LOGS.iterdir():
+        assert (tmp_path / path.name).read_bytes() == path.read_bytes(), path.name
+
+
+def test_each_real_format_is_detected_and_read_in_the_agents_own_format():
+    from arc_vllm.agent.importers import detect, read
+
+    expected = {"swe_agent.traj": "swe-agent", "swe_agent_history.traj": "swe-agent",
+                "mini_swe_agent.traj.json": "mini-swe-agent", "openhands_output.jsonl": "openhands",
+                "tau_bench_results.json": "tau-bench", "arc.jsonl": "arc"}
+    for name, format in expected.items():
+        path = LOGS / name
+        assert detect(path, path.read_text()) == format
+        loaded = read(path)
+        assert loaded.errors == [] and loaded.trajectories, name
+    [swe] = read(LOGS / "swe_agent.traj").trajectories
+    assert swe.system.startswith("SETTING") and swe.steps[1].thought == ""  # a null thought
+    assert swe.steps[-1].action == "submit" and swe.steps[-1].observation == ""
+    assert max(len(step.observation) for step in swe.steps) == 60_000
+    [mini] = read(LOGS / "mini_swe_agent.traj.json").trajectories
+    assert {step.style for step in mini.steps} == {"chat"}
+    assert mini.steps[0].signature in ("ls -la src", "grep -rn retry src", "cat src/retry.py",
+                                       "python -m pytest tests/test_retry.py -q", "sed -n 1,80p src/retry.py")
+    assert "```mswea_bash_command" in mini.steps[0].action
+    hands = read(LOGS / "openhands_output.jsonl").trajectories
+    assert [t.id for t in hands] == ["repo__issue-100", "repo__issue-101"]
+    assert hands[0].steps[-1].action == "finish" and hands[0].steps[-1].observation == ""
+    assert any(step.returncode == 1 for step in hands[0].steps)
+    tau = read(LOGS / "tau_bench_results.json").trajectories
+    tools = [step for step in tau[0].steps if step.style == "tool"]
+    assert tools and all(step.call.name in step.action for step in tools)
+    assert len({step.group for step in tools}) < len(tools)  # parallel calls share a message
+    assert any(step.observation == "" for step in tools)     # a null tool result
+
+
+def test_real_format_logs_replay_within_budget_and_recover_exactly(tmp_path):
+    done = run_cli(LOGS, "--context-window", 16384, "--max-tokens", 1024, "--out", tmp_path / "16k")
+    assert done.returncode == 0, done.stderr
+    summary = json.loads((tmp_path / "16k" / "summary.json").read_text())
+    assert summary["trajectories"] == 9 and summary["skipped_trajectories"] == []
+    assert summary["over_budget_calls"] == 0 and summary["history_rebuilds_exactly"]
+    assert summary["exactly_recoverable"] == summary["observations"] > 100
+    assert summary["full_context_over_budget_calls"] > 0
+    # At 4k only the trajectories whose task prefix truly cannot fit are skipped, with why.
+    done = run_cli(LOGS, "--context-window", 4096, "--max-tokens", 512, "--out", tmp_path / "4k")
+    assert done.returncode == 0, done.stderr
+    summary = json.loads((tmp_path / "4k" / "summary.json").read_text())
+    skipped = summary["skipped_trajectories"]
+    assert summary["trajectories"] + len(skipped) == 9 and summary["over_budget_calls"] == 0
+    for entry in skipped:
+        assert "task prefix F" in entry["reason"] and "L = 3584" in entry["reason"]
+        assert f"{entry['id']}: skipped: the task prefix F" in done.stderr

@@ -260,3 +260,79 @@ def test_openai_backend_drives_an_episode_through_the_server(tiny, smol):
     with pytest.raises(ContextLengthError):
         backend.complete([{"role": "user", "content": "word " * 5000}], 8)
     backend.close()
+
+
+TOOLS = [{"type": "function", "function": {
+    "name": "cat", "description": "Print a file.",
+    "parameters": {"type": "object", "properties": {"path": {"type": "string"}},
+                   "required": ["path"]}}}]
+
+
+def test_native_tool_calls_keep_their_structure_and_the_count_is_the_engines(tiny):
+    """A function-calling client: the view keeps assistant tool_calls and role-tool results
+    (a cited observation is a tool message holding its stub), the tools the template
+    renders are counted, and the engine's prompt_tokens equal ARC's view_tokens exactly,
+    before and after compactions."""
+    client, model = client_for(tiny)
+    _, session = call(tiny.base, "POST", "/v1/arc/sessions")
+    messages = [{"role": "system", "content": "You are an agent. " + "Be careful. " * 200},
+                {"role": "user", "content": "Read every log."}]
+    compactions, stubbed = 0, False
+    for index in range(10):
+        body = "".join(f"log {index} line {n}: ok\n" for n in range(40 + 60 * (index % 3)))
+        turn, _ = tool_turn(index, body)
+        turn[0]["content"] = None if index % 2 else turn[0]["content"]  # null content: common
+        messages += turn
+        response = client.chat.completions.create(
+            model=model, messages=messages, max_tokens=4, tools=TOOLS,
+            extra_body={"vllm_xargs": {"arc_session": session["id"], "arc_debug": 1}})
+        arc = response.model_extra["arc"]
+        assert arc["engine_calls"] == 1 and response.usage.prompt_tokens == arc["view_tokens"]
+        [view] = arc["views"]
+        calls = [m for m in view if m["role"] == "assistant" and m.get("tool_calls")]
+        results = [m for m in view if m["role"] == "tool"]
+        assert calls and len(results) == sum(len(m["tool_calls"]) for m in calls)
+        ids = {c["id"] for m in calls for c in m["tool_calls"]}
+        assert {m["tool_call_id"] for m in results} == ids
+        assert all(c["function"]["name"] == "cat" for m in calls for c in m["tool_calls"])
+        stubbed |= any("(_recall §" in m["content"] for m in results)
+        compactions += arc["compactions"]
+        messages.append({"role": "assistant", "content": response.choices[0].message.content or ""})
+    assert compactions >= 1 and stubbed
+
+
+def test_a_conversation_that_fits_is_never_cited(tiny):
+    """372 of 3,584 tokens used, then a 400-line tool result (about 2,000 tokens): it fits,
+    so the model sees it in full, not as a stub it must recall."""
+    client, model = client_for(tiny)
+    _, session = call(tiny.base, "POST", "/v1/arc/sessions")
+    messages = [{"role": "user", "content": "Find the failing test."}]
+    body = "".join(f"test_{n} passed\n" for n in range(400))
+    turn, _ = tool_turn(1, body)
+    response = client.chat.completions.create(
+        model=model, messages=messages + turn, max_tokens=4, tools=TOOLS,
+        extra_body={"vllm_xargs": {"arc_session": session["id"], "arc_debug": 1}})
+    arc = response.model_extra["arc"]
+    [view] = arc["views"]
+    assert arc["compactions"] == 0 and 1500 < arc["view_tokens"] <= arc["budget_tokens"]
+    assert [m["content"] for m in view if m["role"] == "tool"] == [body]
+
+
+def test_a_long_task_prefix_is_accepted_and_one_too_long_is_refused_clearly(tiny):
+    client, model = client_for(tiny)
+    _, session = call(tiny.base, "POST", "/v1/arc/sessions")
+    # About 1,000 tokens of system prompt and task: over the old fixed B (286 at 4k).
+    messages = [{"role": "system", "content": "Rules. " + "Always run the tests. " * 150},
+                {"role": "user", "content": "Fix the bug. " * 60}]
+    response = client.chat.completions.create(
+        model=model, messages=messages, max_tokens=4,
+        extra_body={"vllm_xargs": {"arc_session": session["id"]}})
+    assert response.model_extra["arc"]["prefix_tokens"] > 1000
+    _, other = call(tiny.base, "POST", "/v1/arc/sessions")
+    with pytest.raises(BadRequestError) as refused:
+        client.chat.completions.create(
+            model=model, messages=[{"role": "user", "content": "word " * 3000}], max_tokens=4,
+            extra_body={"vllm_xargs": {"arc_session": other["id"]}})
+    message = str(refused.value)
+    assert "task prefix F" in message and "L = 3584" in message and "at least" in message
+    assert call(tiny.base, "GET", f"/v1/arc/sessions/{other['id']}")[1]["observations"] == 0

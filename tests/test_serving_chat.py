@@ -8,7 +8,11 @@ from types import SimpleNamespace
 
 import pytest
 
-from arc_vllm.serving.chat import complete, is_context_length_error
+from vllm.entrypoints.generate.base.protocol import FunctionCall, ToolCall
+from vllm.entrypoints.openai.chat_completion.protocol import ChatCompletionRequest
+
+from arc_vllm.core.errors import is_context_length_error
+from arc_vllm.serving.chat import EngineError, complete
 from arc_vllm.serving.sessions import SessionError, SessionManager
 
 
@@ -44,8 +48,7 @@ class FakeEngine:
         return Result(choices=[SimpleNamespace(message=message)], usage=usage)
 
 
-def request_class(**fields):
-    return SimpleNamespace(**fields)
+request_class = ChatCompletionRequest  # vLLM's own request: fields validated as in the server
 
 
 def conversation(count):
@@ -72,8 +75,7 @@ def test_context_length_refusal_compacts_and_retries(smol):
 
 
 def tool_call(name, arguments):
-    return SimpleNamespace(id="t", type="function",
-                           function=SimpleNamespace(name=name, arguments=json.dumps(arguments)))
+    return ToolCall(id=f"t-{name}", function=FunctionCall(name=name, arguments=json.dumps(arguments)))
 
 
 def test_arc_tool_calls_are_offered_and_served_inside(smol):
@@ -87,20 +89,26 @@ def test_arc_tool_calls_are_offered_and_served_inside(smol):
     engine = FakeEngine(0, tool_calls=[tool_call("_recall", {"id": id}),
                                        tool_call("_catalog", {"page": 1})])
     response = asyncio.run(complete(body, session, engine, None, request_class))
-    offered = {tool["function"]["name"] for tool in engine.requests[0].tools}
+    offered = {tool.function.name for tool in engine.requests[0].tools}
     assert offered == {"cat", "_recall", "_recall_meta", "_catalog"}
     assert response["arc"]["commands_served"] == 2 and response["arc"]["recalls"] == 1
-    second_view = "\n".join(m["content"] for m in engine.requests[1].messages)
-    assert session.store.get(id).content in second_view
+    # The model's own tool call, answered by a tool message holding the exact stored text.
+    second = engine.requests[1].messages
+    [answer] = [m for m in second if m["role"] == "tool" and m["tool_call_id"] == "t-_recall"]
+    assert session.store.get(id).content in answer["content"]
+    [call] = [m for m in second if m.get("tool_calls") and m["tool_calls"][0]["id"] == "t-_recall"]
+    assert call["tool_calls"][0]["function"]["name"] == "_recall"
     assert response["choices"][0]["message"]["content"] == "done"
 
 
 def test_a_refusal_that_persists_is_returned_not_looped(smol):
     manager = SessionManager(smol, 4096, {})
     session = manager.create()
-    response = asyncio.run(complete({"messages": conversation(2)}, session, FakeEngine(refusals=99),
-                                    None, request_class))
-    assert response["_status"] == 400 and "maximum context length" in response["error"]["message"]
+    with pytest.raises(EngineError) as refused:
+        asyncio.run(complete({"messages": conversation(2)}, session, FakeEngine(refusals=99),
+                             None, request_class))
+    assert refused.value.status == 400
+    assert "maximum context length" in refused.value.body["error"]["message"]
     assert len(session.store) == 2
 
 

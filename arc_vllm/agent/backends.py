@@ -28,6 +28,8 @@ import time
 from concurrent.futures import Future
 from dataclasses import dataclass
 
+from arc_vllm.core.errors import is_context_length_error
+
 
 class ContextLengthError(RuntimeError):
     """The engine refused the prompt as longer than its context window."""
@@ -40,11 +42,6 @@ class Completion:
     cached_tokens: int | None
     generated_tokens: int
     ms: float
-
-
-def _is_context_length(message: str) -> bool:
-    message = message.lower()
-    return "maximum context length" in message or "context length" in message or "too long" in message
 
 
 class VllmBackend:
@@ -120,7 +117,7 @@ class VllmBackend:
                     self._run([item])
                 return
             text = str(error)
-            batch[0][3].set_exception(ContextLengthError(text) if _is_context_length(text) else error)
+            batch[0][3].set_exception(ContextLengthError(text) if is_context_length_error(text) else error)
             return
         self.num_batches += 1
         self.num_requests += len(batch)
@@ -161,7 +158,7 @@ class OpenAIBackend:
                 model=self.model, messages=messages, max_tokens=max_tokens,
                 temperature=self.temperature, seed=self.seed, **extra)
         except openai.BadRequestError as error:
-            if _is_context_length(str(error)):
+            if is_context_length_error(str(error)):
                 raise ContextLengthError(str(error)) from None
             raise
         usage = response.usage

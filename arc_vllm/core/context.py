@@ -153,14 +153,21 @@ class ArcContext:
             view = self._build()
             compacted = True
         view.compacted = compacted
+        self._last_tokens = view.tokens
         return view
 
     def on_overflow(self, error: object = None) -> View:
-        """Reactive trigger: the engine refused the prompt as too long. Same routine."""
+        """Reactive trigger: the engine refused the prompt as too long. Same routine, and the
+        next view is smaller than the refused one (a compaction of short observations can
+        add stubs and a catalog page, so it is tightened further where it did not shrink)."""
+        refused = getattr(self, "_last_tokens", None)
         self._compact()
         self.num_reactive += 1
         view = self.render()
+        while refused is not None and view.tokens >= refused and self._tighten():
+            view = self._build()
         view.compacted = True
+        self._last_tokens = view.tokens
         return view
 
     def compact(self) -> None:

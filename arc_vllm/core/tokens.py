@@ -78,11 +78,15 @@ def template_messages(messages: Sequence[Message]) -> list[Message]:
 class HFTokenCounter:
     """A Hugging Face tokenizer; ``count_messages`` renders the model's chat template."""
 
-    def __init__(self, name_or_path: str):
+    def __init__(self, name_or_path: str, chat_template: str | None = None):
+        """``chat_template``: the template text the engine uses instead of the model's own
+        (vLLM's ``--chat-template``), so counts are of the prompt the engine renders."""
         from transformers import AutoTokenizer  # heavy: imported only when used
 
         self.name = str(name_or_path)
         self.tokenizer = AutoTokenizer.from_pretrained(str(name_or_path))
+        if chat_template:
+            self.tokenizer.chat_template = chat_template
         if not getattr(self.tokenizer, "is_fast", False):
             raise ValueError(f"{name_or_path}: a fast tokenizer is needed (for offsets)")
         if not self.tokenizer.chat_template:

@@ -1,14 +1,18 @@
 """The ARC chat path: a chat completion that names an ARC session.
 
-    archive the request's new tool/user messages  ->  render the bounded view (proactive)
-    -> vLLM's own chat handler  ->  context-length error? compact and retry (reactive)
+    session.take_in(messages)   archive the new observations, fix F, count the tools
+    -> render the bounded view (proactive)  ->  vLLM's own chat handler
+    -> context-length error? compact and retry (reactive); another error is raised
     -> ARC command in the output? serve it here, append, generate again (at most r)
     -> the final assistant message, with an ``arc`` object, to the client
 
-Commands are read from the model's text and from tool calls named ``_recall``,
-``_recall_meta`` or ``_catalog`` (offered as tools when the request uses tools). With
-``stream: true`` the final message is sent as server-sent events once the loop is done:
-ARC must see a whole output to know whether it is a command.
+Commands come from the model's text (the one grammar, ``core/commands.py``) or from its
+tool calls named ``_recall``, ``_recall_meta`` or ``_catalog`` (offered beside the request's
+own tools when it has any), turned into ``Command`` objects directly. A tool-call command is
+answered by a ``role: tool`` message holding the result (the recalled text itself), so the
+model continues in its own format. With ``stream: true`` the final message is sent as
+server-sent events once the loop is done: ARC must see a whole output to know whether it
+is a command.
 """
 
 from __future__ import annotations
@@ -16,10 +20,13 @@ from __future__ import annotations
 import json
 import time
 
-from arc_vllm.core.commands import parse_commands
+from arc_vllm.core.commands import (CatalogNext, CatalogPage, InvalidCommand, Recall, RecallMeta,
+                                    parse_commands)
+from arc_vllm.core.errors import is_context_length_error
+from arc_vllm.core.turn import CHAT, TOOL
 from arc_vllm.serving import metrics
 from arc_vllm.serving.sessions import SessionError
-from arc_vllm.serving.transcript import message_text, take_in
+from arc_vllm.core.transcript import call_signature, tool_call_of
 
 ARC_TOOLS = [
     {"type": "function", "function": {
@@ -40,31 +47,59 @@ ARC_TOOL_NAMES = {tool["function"]["name"] for tool in ARC_TOOLS}
 MAX_REACTIVE_RETRIES = 3
 
 
-def commands_in(message) -> str:
-    """The ARC command text in a model output (its text, or ARC tool calls), else ''."""
-    calls = getattr(message, "tool_calls", None) or []
-    lines = []
-    for call in calls:
-        if call.function.name not in ARC_TOOL_NAMES:
-            continue
-        try:
-            arguments = json.loads(call.function.arguments or "{}")
-        except json.JSONDecodeError:
-            arguments = {}
-        if call.function.name == "_catalog":
-            lines.append(f"_catalog page {arguments['page']}" if arguments.get("page") else "_catalog next")
-        else:
-            chunk = f" {arguments['chunk']}" if arguments.get("chunk") else ""
-            lines.append(f"{call.function.name} §{arguments.get('id', '')}{chunk}")
-    if lines:
-        return "\n".join(lines)
+class EngineError(RuntimeError):
+    """vLLM answered with an error that ARC cannot act on; passed to the client as is."""
+
+    def __init__(self, body: dict, status: int):
+        super().__init__(json.dumps(body)[:300])
+        self.body = body
+        self.status = status
+
+
+def command_of_call(name: str, arguments: str):
+    """The ARC command of one tool call (an ``InvalidCommand`` for bad arguments)."""
+    try:
+        values = json.loads(arguments or "{}")
+    except json.JSONDecodeError:
+        values = None
+    if not isinstance(values, dict):
+        return InvalidCommand(f"{name}({arguments})", "arguments must be a JSON object")
+    if name == "_catalog":
+        page = values.get("page")
+        if page is None:
+            return CatalogNext()
+        if isinstance(page, int) and not isinstance(page, bool) and page >= 1:
+            return CatalogPage(page)
+        return InvalidCommand(f"_catalog({arguments})", "page must be an integer >= 1")
+    id = values.get("id")
+    if not isinstance(id, str) or not id:
+        return InvalidCommand(f"{name}({arguments})", "id must be a §id string")
+    id = id.strip().lstrip("§")
+    if name == "_recall_meta":
+        return RecallMeta(id)
+    chunk = values.get("chunk")
+    if chunk is not None and (not isinstance(chunk, int) or isinstance(chunk, bool) or chunk < 1):
+        return InvalidCommand(f"_recall({arguments})", "chunk must be an integer >= 1")
+    return Recall(id, chunk)
+
+
+def serve_commands(context, message) -> list:
+    """Serve the ARC commands of one model output; their results (empty: none in it)."""
+    calls = [call for call in (message.tool_calls or []) if call.function.name in ARC_TOOL_NAMES]
+    results = []
+    if calls:
+        group = -(context.step + 1)  # unique: never merged with a client message's calls
+        for call in calls:
+            tool_call = tool_call_of(call.model_dump(), "tool_calls")
+            command = command_of_call(tool_call.name, tool_call.arguments)
+            # The thought goes with the first call of the message, as for the client's calls.
+            results += context.act(call_signature(tool_call), commands=[command], style=TOOL,
+                                   call=tool_call, group=group, inline=True,
+                                   thought=(message.content or "") if call is calls[0] else "")
+        return results
     text = message.content or ""
-    return text if parse_commands(text) else ""
-
-
-def is_context_length_error(error) -> bool:
-    text = json.dumps(error.model_dump() if hasattr(error, "model_dump") else str(error)).lower()
-    return "maximum context length" in text or "context length" in text and "token" in text
+    commands = parse_commands(text)
+    return context.act(text, commands=commands, style=CHAT) if commands else []
 
 
 def check_body(body: dict) -> None:
@@ -73,7 +108,9 @@ def check_body(body: dict) -> None:
     for index, message in enumerate(body["messages"]):
         if not isinstance(message, dict) or not isinstance(message.get("role"), str):
             raise SessionError(f"messages[{index}]: must be an object with a role")
-    if body.get("n", 1) != 1:
+    if body.get("tools") is not None and not isinstance(body["tools"], list):
+        raise SessionError("tools: must be a list of tool objects")
+    if body.get("n") not in (None, 1):
         raise SessionError("n: ARC sessions generate one choice per request (n=1)")
     xargs = body.get("vllm_xargs")
     if xargs is not None and not isinstance(xargs, dict):
@@ -84,50 +121,44 @@ def check_body(body: dict) -> None:
             raise SessionError(f"{field}: must be a positive integer")
 
 
+def engine_tools(body: dict, request_class) -> list[dict] | None:
+    """The tools vLLM will render for this request (the client's and ARC's), exactly as
+    vLLM hands them to the chat template, so ARC counts the prompt the engine gets."""
+    if not body.get("tools"):
+        return None
+    request = request_class(messages=[{"role": "user", "content": ""}],
+                            tools=list(body["tools"]) + ARC_TOOLS)
+    return [tool.model_dump() for tool in request.tools]
+
+
 async def complete(body: dict, session, serving, raw_request, request_class) -> dict:
-    """Run one ARC step for ``session``; returns the response as a JSON-able dict."""
+    """Run one ARC step for ``session``; returns the response as a JSON-able dict. Raises
+    ``SessionError`` for a bad request and ``EngineError`` for an engine error."""
     check_body(body)
     async with session.lock:
         try:
-            items = take_in(body["messages"], session.fingerprints, session.context is not None)
-        except ValueError as error:
-            raise SessionError(str(error)) from None
-        if session.context is None:
-            try:
-                session.start(items.prefix or [{"role": "user", "content": ""}])
-            except ValueError as error:  # the task prefix is over B
-                raise SessionError(f"messages: {error}") from None
+            tools = engine_tools(body, request_class)
+            # Archive first: once stored, nothing below can lose it.
+            before_tokens = session.take_in(body["messages"], tools)
+        except ValueError as error:  # a malformed message, or a task prefix that cannot fit
+            raise SessionError(f"messages: {error}" if not str(error).startswith("messages")
+                               else str(error)) from None
         context = session.context
-        # What the conversation would cost without ARC: kept as a running sum over the
-        # messages taken in (each counted once, as a chat message of the model's template).
-        for message in items.new_messages:
-            session.full_tokens += context.sizer({"role": message.get("role", "user"),
-                                                  "content": message_text(message)})
-        before_tokens = context.prefix_tokens + session.full_tokens
-        # Archive first: once stored, nothing below can lose it.
-        for _, action, observation, thought in items.events:
-            context.observe(action, observation, thought=thought)
-        session.fingerprints = items.fingerprints
-        session.num_requests += 1
-        session.save()
-
-        limit = context.config.recalls_per_step
         max_tokens = min(int(body.get("max_tokens") or body.get("max_completion_tokens")
                              or context.config.max_tokens), context.config.max_tokens)
         xargs = dict(body.get("vllm_xargs") or {})
         xargs["arc_session"] = session.id
+        # vllm_xargs.arc_debug: return each view sent to the engine (for tests and debugging).
+        debug = bool(xargs.pop("arc_debug", False))
         template = {key: value for key, value in body.items()
                     if key not in ("messages", "stream", "stream_options", "max_completion_tokens")}
         template.update(max_tokens=max_tokens, vllm_xargs=xargs, stream=False)
-        if body.get("tools"):
+        if tools:
             template["tools"] = list(body["tools"]) + ARC_TOOLS
         served, retries, compactions_before = 0, 0, context.num_compactions
         recalls_before = context.recall.num_recalls
         prompt_tokens = cached_tokens = 0
-        view_tokens = []
-        # vllm_xargs.arc_debug: return each view sent to the engine (for tests and debugging).
-        debug = bool(xargs.pop("arc_debug", False))
-        views = []
+        view_tokens, views = [], []
         started = time.perf_counter()
         while True:
             view = context.render()
@@ -144,22 +175,22 @@ async def complete(body: dict, session, serving, raw_request, request_class) -> 
                     retries += 1
                     context.on_overflow(result)
                     continue
-                return {"error": result.model_dump().get("error", result.model_dump()),
-                        "_status": getattr(getattr(result, "error", None), "code", 400)}
+                dumped = result.model_dump()
+                raise EngineError({"error": dumped.get("error", dumped)},
+                                  getattr(getattr(result, "error", None), "code", 400) or 400)
             usage = result.usage
             if usage is not None:
                 prompt_tokens += usage.prompt_tokens
                 details = getattr(usage, "prompt_tokens_details", None)
                 cached_tokens += (getattr(details, "cached_tokens", 0) or 0) if details else 0
             message = result.choices[0].message
-            command = commands_in(message)
-            if not command:
+            # r commands served this step: answer with what the model said.
+            if served >= context.config.recalls_per_step:
                 break
-            if served >= limit:
-                # r commands served this step: answer with what the model said.
+            results = serve_commands(context, message)
+            if not results:
                 break
-            results = context.act(command, thought="")
-            for outcome in results or []:
+            for outcome in results:
                 metrics.RECALLS.labels(result="ok" if outcome.ok else "refused").inc()
             served += 1
         compactions = context.num_compactions - compactions_before
@@ -169,7 +200,8 @@ async def complete(body: dict, session, serving, raw_request, request_class) -> 
         response = result.model_dump(exclude_none=True)
         response["arc"] = {
             "session": session.id, "view_tokens": view_tokens[-1], "view_tokens_per_call": view_tokens,
-            "budget_tokens": context.config.input_budget_tokens, "compactions": compactions,
+            "budget_tokens": context.config.input_budget_tokens,
+            "prefix_tokens": context.prefix_tokens, "compactions": compactions,
             "recalls": context.recall.num_recalls - recalls_before, "commands_served": served,
             "engine_calls": len(view_tokens), "reactive_retries": retries,
             "prompt_tokens_before_compaction": before_tokens,

@@ -51,15 +51,26 @@ def split_arguments(argv: list[str]) -> tuple[dict, str | None, list[str]]:
     return {"budgets": budgets, "store_dir": arc.arc_store_dir}, model, rest
 
 
-def install(app, engine_model_path: str, context_window: int, arc: dict) -> None:
-    """Attach ARC to vLLM's app: its routes, the chat route in front of vLLM's, sessions."""
+def chat_template_text(value: str | None) -> str | None:
+    """vLLM's ``--chat-template`` is a file or the template itself."""
+    if value and os.path.isfile(value):
+        with open(value, encoding="utf-8") as handle:
+            return handle.read()
+    return value
+
+
+def install(app, engine_model_path: str, context_window: int, arc: dict,
+            chat_template: str | None = None) -> None:
+    """Attach ARC to vLLM's app: its routes, the chat route in front of vLLM's, sessions.
+    Counts use the model's tokenizer and the chat template the engine renders with."""
     from arc_vllm.core.tokens import HFTokenCounter
     from arc_vllm.serving.routes import attach
     from arc_vllm.serving.sessions import SessionManager
 
     attach(app)
-    app.state.arc_sessions = SessionManager(HFTokenCounter(engine_model_path), context_window,
-                                            arc["budgets"], arc["store_dir"])
+    counter = HFTokenCounter(engine_model_path, chat_template_text(chat_template))
+    app.state.arc_sessions = SessionManager(counter, context_window, arc["budgets"],
+                                            arc["store_dir"])
 
 
 async def serve(args, arc: dict) -> None:
@@ -74,7 +85,8 @@ async def serve(args, arc: dict) -> None:
             supported_tasks = await engine_client.get_supported_tasks()
             model_config = engine_client.model_config
             app = build_app(args, supported_tasks, model_config)
-            install(app, model_config.tokenizer or model_config.model, model_config.max_model_len, arc)
+            install(app, model_config.tokenizer or model_config.model, model_config.max_model_len,
+                    arc, getattr(args, "chat_template", None))
             await init_app_state(engine_client, app.state, args, supported_tasks)
             shutdown = await serve_http(app, sock=sock, host=args.host, port=args.port,
                                         log_level=args.uvicorn_log_level,
@@ -112,6 +124,15 @@ def main(argv: list[str] | None = None) -> int:
         from arc_vllm.model_prep import default_model_dir
 
         model = str(default_model_dir(require=True))
+    from arc_vllm.model_prep import TOOLS_TEMPLATE, is_embedded
+
+    given = lambda option: any(a == option or a.startswith(option + "=") for a in rest)  # noqa: E731
+    if model is not None and is_embedded(model) and not given("--chat-template"):
+        # The embedded model (and the tiny test model) with tool calling: function-calling
+        # clients get tool calls back; text clients see SmolLM2's own template.
+        rest = ["--chat-template", str(TOOLS_TEMPLATE)] + rest
+        if not given("--tool-call-parser"):
+            rest = ["--enable-auto-tool-choice", "--tool-call-parser", "hermes"] + rest
     import uvloop
     from vllm.entrypoints.launchers.cli_args import make_arg_parser, validate_parsed_serve_args
     from vllm.utils.argparse_utils import FlexibleArgumentParser

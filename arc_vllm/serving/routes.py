@@ -22,7 +22,7 @@ from starlette.routing import BaseRoute
 
 from arc_vllm.core.store import UnknownObservation
 from arc_vllm.serving import metrics
-from arc_vllm.serving.chat import as_events, complete
+from arc_vllm.serving.chat import EngineError, as_events, complete
 from arc_vllm.serving.sessions import SessionError
 
 router = APIRouter()
@@ -163,14 +163,14 @@ class ArcChatRoute(BaseRoute):
                                     ChatCompletionRequest)
         except SessionError as exc:
             return error(str(exc), exc.status)
+        except EngineError as exc:
+            return JSONResponse(exc.body, exc.status)
         except Exception as exc:  # the engine refused the request's own fields (pydantic)
             if type(exc).__name__ == "ValidationError":
                 return error(f"request: {exc}", 400)
             raise
         finally:
             metrics.refresh(app.state.arc_sessions)
-        if "_status" in result:
-            return JSONResponse({"error": result["error"]}, result["_status"])
         if body.get("stream"):
             include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
 

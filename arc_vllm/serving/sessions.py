@@ -1,8 +1,13 @@
 """Server-side ARC sessions: one ArcContext per session, in host memory or in a store folder.
 
+A session owns taking a request's messages in (``take_in``: new messages found by their
+fingerprints, the task prefix fixed at the first request, every new observation archived
+before anything can hide it) and persisting itself (``save``).
+
 With a store folder (``--arc-store-dir``) each session lives in ``DIR/<id>/``: ``store.arc``
 (the durable ObsStore, fsync on every append) and ``session.json`` (task prefix, budgets,
-the fingerprints of the messages taken in), replaced atomically after each request. On start
+the fingerprints of the messages taken in, the request count and the conversation's size
+without ARC), replaced atomically after each request. On start
 every session found there is opened again, so sessions survive a restart (kill -9 included)
 with every acknowledged observation. Ids are random; an id of one session never resolves in
 another, because each session has its own store.
@@ -23,6 +28,7 @@ from pathlib import Path
 from arc_vllm.core.config import ArcConfig
 from arc_vllm.core.context import DEFAULT_SYSTEM, ArcContext
 from arc_vllm.core.store import ObsStore
+from arc_vllm.core.transcript import content_text, take_in
 
 BUDGET_FIELDS = {f.name for f in fields(ArcConfig)} - {"context_window"}
 
@@ -37,7 +43,8 @@ class SessionError(ValueError):
 
 class Session:
     def __init__(self, id: str, config: ArcConfig, counter, folder: Path | None,
-                 prefix: list[dict] | None = None, fingerprints: list[str] | None = None):
+                 prefix: list[dict] | None = None, fingerprints: list[str] | None = None,
+                 full_tokens: int = 0, num_requests: int = 0, tools: list[dict] | None = None):
         self.id = id
         self.config = config
         self.counter = counter
@@ -50,28 +57,58 @@ class Session:
                                               tail_preview_chars=config.tail_preview_chars))
         self.fingerprints = fingerprints or []
         self.prefix: list[dict] | None = None
-        self.full_tokens = 0  # the conversation's size without ARC, beyond the task prefix
+        self.full_tokens = full_tokens  # the conversation's size without ARC, beyond F
         self.context: ArcContext | None = None
-        self.num_requests = 0
+        self.num_requests = num_requests
         if prefix:
-            self.start(prefix)
+            self.start(prefix, tools)
 
-    def start(self, prefix: list[dict]) -> None:
-        """Fix the task prefix F (system prompt + task) at the first request."""
-        system = "\n\n".join(m.get("content") or "" for m in prefix if m.get("role") != "user")
-        task = "\n\n".join(m.get("content") or "" for m in prefix if m.get("role") == "user")
-        # The client's system prompt, then ARC's note on stubs and commands.
-        system = f"{system}\n\n{DEFAULT_SYSTEM}" if system else DEFAULT_SYSTEM
-        context = ArcContext(self.config, self.counter, task=task or "(no task given)",
-                             store=self.store, system=system)
-        self.context = context
+    def start(self, prefix: list[dict], tools: list[dict] | None = None) -> None:
+        """Fix the task prefix F at the first request: the client's own prefix messages, with
+        ARC's note on stubs and commands after the client's system prompt."""
+        messages = [dict(message) for message in prefix] or [{"role": "user", "content": ""}]
+        if messages[0]["role"] == "system":
+            messages[0]["content"] = f"{messages[0]['content']}\n\n{DEFAULT_SYSTEM}".lstrip()
+        else:
+            messages.insert(0, {"role": "system", "content": DEFAULT_SYSTEM})
+        self.context = ArcContext(self.config, self.counter, store=self.store, prefix=messages,
+                                  tools=tools)
         self.prefix = prefix
+
+    def take_in(self, messages: list[dict], tools: list[dict] | None) -> int:
+        """Archive what is new in a request's ``messages``; ``tools`` are the tools the engine
+        will render (the request's and ARC's). Returns the conversation's size without ARC.
+        Raises ValueError (a bad message, or a task prefix that cannot fit) with nothing
+        stored."""
+        items = take_in(messages, self.fingerprints, self.context is not None)
+        if self.context is None:
+            self.start(items.prefix, tools)
+        else:
+            self.context.set_tools(tools)
+        context = self.context
+        # What the conversation would cost without ARC: a running sum over the messages
+        # taken in, each counted once as a chat message of the model's template.
+        for message in items.new_messages:
+            shown = {"role": message.get("role", "user"), "content": content_text(message)}
+            if message.get("tool_calls"):
+                shown["tool_calls"] = message["tool_calls"]
+            self.full_tokens += context.sizer(shown)
+        for step in items.steps:
+            context.observe(step.action, step.observation, thought=step.thought,
+                            returncode=step.returncode, signature=step.signature,
+                            style=step.style, call=step.call, group=step.group)
+        self.fingerprints = items.fingerprints
+        self.num_requests += 1
+        self.save()
+        return context.prefix_tokens + self.full_tokens
 
     def save(self) -> None:
         if self.folder is None:
             return
         state = {"id": self.id, "config": self.config.to_dict(),
-                 "prefix": self.prefix, "fingerprints": self.fingerprints}
+                 "prefix": self.prefix, "fingerprints": self.fingerprints,
+                 "tools": self.context.tools if self.context else None,
+                 "full_tokens": self.full_tokens, "num_requests": self.num_requests}
         temporary = self.folder / "session.json.tmp"
         temporary.write_text(json.dumps(state))
         os.replace(temporary, self.folder / "session.json")
@@ -108,7 +145,8 @@ class SessionManager:
                     config = ArcConfig(**state["config"])
                     self.sessions[state["id"]] = Session(
                         state["id"], config, counter, folder, state.get("prefix"),
-                        state.get("fingerprints"))
+                        state.get("fingerprints"), state.get("full_tokens", 0),
+                        state.get("num_requests", 0), state.get("tools"))
 
     def config(self, overrides: dict | None) -> ArcConfig:
         overrides = dict(overrides or {})

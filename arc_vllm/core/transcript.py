@@ -1,0 +1,168 @@
+"""From OpenAI chat messages to ARC steps, without archiving anything twice.
+
+Clients of an OpenAI-compatible server usually resend the whole conversation on every
+request. A session remembers a fingerprint of every message it has taken in; a request whose
+messages start with those fingerprints contributes only what follows them. A request whose
+first message is not the session's first is taken as carrying new messages only.
+
+Mapping (each step keeps the client's own format, so the view can give it back):
+
+- the system/developer messages and the user messages before the first assistant message
+  are the task prefix F, kept as messages (fixed at the session's first request);
+- an assistant message with ``tool_calls`` opens one step per call (style ``tool``, one
+  ``group`` for the message); the ``role: tool`` message with the matching
+  ``tool_call_id`` is that step's observation; its signature is ``name(arguments)``;
+- an assistant text message and the user message after it are one step (style ``chat``):
+  the assistant's text is the action, the user's message its observation (a text-protocol
+  agent such as mini-swe-agent sends the command's output that way); a user message with no
+  assistant text before it is a step with an empty action.
+
+Null or missing content is an empty string. Run ``python -m arc_vllm.core.transcript``
+for an example.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+
+from arc_vllm.core.turn import CHAT, REACT, TOOL, ToolCall
+
+
+def fingerprint(message: dict) -> str:
+    canonical = json.dumps(message, sort_keys=True, ensure_ascii=False, default=str)
+    return hashlib.sha1(canonical.encode()).hexdigest()[:16]
+
+
+def content_text(message: dict, where: str = "messages") -> str:
+    """A message's text; list content (OpenAI parts) joined; anything else is a 400."""
+    content = message.get("content")
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts = []
+        for part in content:
+            if not isinstance(part, dict) or part.get("type") != "text" or not isinstance(part.get("text"), str):
+                raise ValueError(f"{where}.content: only text content parts are supported by "
+                                 "ARC sessions")
+            parts.append(part["text"])
+        return "".join(parts)
+    raise ValueError(f"{where}.content: must be a string, a list of text parts or null")
+
+
+def tool_call_of(call, where: str) -> ToolCall:
+    if not isinstance(call, dict) or not isinstance(call.get("function"), dict):
+        raise ValueError(f"{where}: a tool call must be an object with a function")
+    function = call["function"]
+    arguments = function.get("arguments")
+    if isinstance(arguments, dict):
+        arguments = json.dumps(arguments, ensure_ascii=False)
+    name = function.get("name")
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"{where}.function.name: a non-empty string is required")
+    return ToolCall(str(call.get("id") or ""), name, arguments if isinstance(arguments, str) else "")
+
+
+def call_signature(call: ToolCall) -> str:
+    return f"{call.name}({call.arguments})"
+
+
+@dataclass(frozen=True)
+class Step:
+    """One observation to archive, in the format the agent wrote it (``core/turn.py``)."""
+
+    action: str
+    observation: str
+    thought: str = ""
+    returncode: int | None = None
+    style: str = REACT
+    call: ToolCall | None = None
+    signature: str | None = None     # the store's action signature, when not the action
+    group: int | None = None         # tool calls of one assistant message
+
+
+@dataclass
+class NewItems:
+    prefix: list[dict]               # the task prefix, when this request establishes it
+    steps: list[Step]                # the observations to archive, in order
+    fingerprints: list[str]          # of every message taken in, in order
+    new_messages: list[dict] = field(default_factory=list)  # the new messages after F
+
+
+def split_prefix(messages: list[dict]) -> tuple[list[dict], list[dict]]:
+    """(system + leading user messages, the rest)."""
+    index = 0
+    while index < len(messages) and messages[index].get("role") in ("system", "developer", "user"):
+        index += 1
+    return messages[:index], messages[index:]
+
+
+def take_in(messages: list[dict], known: list[str], has_prefix: bool) -> NewItems:
+    """What in ``messages`` is new for a session that has taken in ``known``."""
+    prints = [fingerprint(message) for message in messages]
+    if known and prints[:1] == known[:1]:
+        same = 0
+        while same < min(len(known), len(prints)) and prints[same] == known[same]:
+            same += 1
+        fresh, start = messages[same:], same
+        taken = known[:same] + prints[same:] if same == len(known) else known + prints[same:]
+    else:
+        fresh, start, taken = messages, 0, known + prints
+    prefix: list[dict] = []
+    if not has_prefix:
+        prefix, fresh = split_prefix(fresh)
+        prefix = [{"role": "system" if message["role"] == "developer" else message["role"],
+                   "content": content_text(message, f"messages[{index}]")}
+                  for index, message in enumerate(prefix, start=start)]
+        start += len(prefix)
+    steps = []
+    pending: dict[str, tuple[ToolCall, str, int]] = {}   # tool_call_id -> (call, thought, group)
+    text_action = None   # the assistant text awaiting its user message
+    for index, message in enumerate(fresh, start=start):
+        role = message.get("role")
+        where = f"messages[{index}]"
+        if role == "assistant":
+            text = content_text(message, where)
+            calls = message.get("tool_calls") or []
+            if not isinstance(calls, list):
+                raise ValueError(f"{where}.tool_calls: must be a list")
+            text_action = None if calls else text
+            for number, raw in enumerate(calls):
+                call = tool_call_of(raw, f"{where}.tool_calls[{number}]")
+                # The thought belongs to the message: shown once, with its first call.
+                pending[call.id] = (call, text if number == 0 else "", index)
+        elif role == "tool":
+            call_id = message.get("tool_call_id")
+            if call_id in pending:
+                call, thought, group = pending.pop(call_id)
+            else:  # a result without its call: shown as a call of the tool it names
+                call = ToolCall(str(call_id or ""), str(message.get("name") or "tool"), "{}")
+                thought, group = "", None
+            steps.append(Step(call_signature(call), content_text(message, where), thought,
+                              style=TOOL, call=call, group=group))
+        elif role in ("user", "system", "developer"):
+            steps.append(Step(text_action or "", content_text(message, where), style=CHAT))
+            text_action = None
+        else:
+            raise ValueError(f"{where}.role: unknown role {role!r}")
+    return NewItems(prefix, steps, taken, fresh)
+
+
+if __name__ == "__main__":
+    conversation = [
+        {"role": "system", "content": "You are an agent."},
+        {"role": "user", "content": "Find the needle."},
+        {"role": "assistant", "content": None, "tool_calls": [
+            {"id": "c1", "type": "function", "function": {"name": "cat", "arguments": "{\"path\": \"a\"}"}},
+            {"id": "c2", "type": "function", "function": {"name": "cat", "arguments": "{\"path\": \"b\"}"}}]},
+        {"role": "tool", "tool_call_id": "c1", "content": "NEEDLE=ABC"},
+        {"role": "tool", "tool_call_id": "c2", "content": None},
+    ]
+    first = take_in(conversation, [], has_prefix=False)
+    print(first.prefix, *first.steps, sep="\n")
+    again = take_in(conversation + [{"role": "assistant", "content": "ls"},
+                                    {"role": "user", "content": "a b"}], first.fingerprints, True)
+    print(*again.steps, sep="\n")
