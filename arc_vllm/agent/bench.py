@@ -72,23 +72,14 @@ class LockedCounter:
         return locked
 
 
-def config_maker(prompts: list[str], counter, context_window: int, max_tokens: int,
-                 overrides: dict | None = None):
+def config_maker(context_window: int, max_tokens: int, overrides: dict | None = None):
     """``make_config(setting)``: ArcConfig for the window, the user's overrides and the
-    setting's recall budget. Unless the user set B, it is sized to the longest task prompt
-    (the task prefix is never compacted; small windows and long LongBench questions need
-    more than the default share), the difference taken from the summary budget M."""
+    setting's recall budget. The task prefix needs no budget of its own: B is what F is
+    (``core/budget.py``), so long task prompts (small windows, long LongBench questions)
+    just leave the other parts less room."""
     from arc_vllm.core.config import ArcConfig
-    from arc_vllm.core.context import DEFAULT_SYSTEM
-    from arc_vllm.policies.base import ACTION_FORMAT, prefix_messages
 
     overrides = dict(overrides or {})
-    default = ArcConfig.for_window(context_window, max_tokens)
-    need = max(counter.count_messages(prefix_messages(DEFAULT_SYSTEM + " " + ACTION_FORMAT, prompt))
-               for prompt in prompts) + 16
-    if "prefix_budget_tokens" not in overrides and need > default.prefix_budget_tokens:
-        overrides.update(prefix_budget_tokens=need, summary_budget_tokens=default.summary_budget_tokens
-                         - (need - default.prefix_budget_tokens))
 
     def make_config(setting: Setting) -> ArcConfig:
         return ArcConfig.for_window(context_window, max_tokens, **{

@@ -27,8 +27,7 @@ def run(out: str, data: str, methods: list[str], seeds: list[int], tasks: int | 
     if not items:
         raise ValueError(f"{data}: no {subset} items")
     count = len(items) if tasks is None else min(tasks, len(items))
-    prompts = [longbench.LongBenchTask(item, 0, 0, page_chars).prompt for item in items[:count]]
-    make_config = bench.config_maker(prompts, counter, context_window, max_tokens, overrides)
+    make_config = bench.config_maker(context_window, max_tokens, overrides)
     bench.run(out, benchmark="longbench", methods=methods, seeds=seeds, tasks=count, settings=settings,
               make_task=lambda seed, index, setting: longbench.LongBenchTask(
                   items[index], seed, index, page_chars, max_calls),

@@ -26,8 +26,7 @@ def run(out: str, methods: list[str], seeds: list[int], tasks: int, counter, *,
     if agent == "model" and backend is None:
         raise ValueError("--agent model needs a backend (--backend vllm or openai)")
 
-    prompts = [make_task(42, 0, needle_position=setting.needle_position).prompt for setting in settings]
-    make_config = bench.config_maker(prompts, counter, context_window, max_tokens, overrides)
+    make_config = bench.config_maker(context_window, max_tokens, overrides)
     bench.run(out, benchmark="niah", methods=methods, seeds=seeds, tasks=tasks, settings=settings,
               make_task=lambda seed, index, setting: make_task(seed, index, noise_lines=setting.noise_lines,
                                                                needle_position=setting.needle_position),

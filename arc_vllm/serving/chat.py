@@ -102,6 +102,23 @@ def serve_commands(context, message) -> list:
     return context.act(text, commands=commands, style=CHAT) if commands else []
 
 
+def strip_arc_calls(response: dict) -> None:
+    """ARC's own tool calls never reach the client (it does not know those tools): after r
+    served commands, any left in the final message are dropped."""
+    message = response["choices"][0].get("message") or {}
+    calls = message.get("tool_calls") or []
+    kept = [call for call in calls if call.get("function", {}).get("name") not in ARC_TOOL_NAMES]
+    if len(kept) == len(calls):
+        return
+    if kept:
+        message["tool_calls"] = kept
+    else:
+        message.pop("tool_calls", None)
+        message["content"] = message.get("content") or ""
+        if response["choices"][0].get("finish_reason") == "tool_calls":
+            response["choices"][0]["finish_reason"] = "stop"
+
+
 def check_body(body: dict) -> None:
     if not isinstance(body.get("messages"), list) or not body["messages"]:
         raise SessionError("messages: a non-empty list is required")
@@ -194,10 +211,11 @@ async def complete(body: dict, session, serving, raw_request, request_class) -> 
                 metrics.RECALLS.labels(result="ok" if outcome.ok else "refused").inc()
             served += 1
         compactions = context.num_compactions - compactions_before
+        response = result.model_dump(exclude_none=True)
+        strip_arc_calls(response)
         metrics.COMPACTIONS.inc(compactions)
         metrics.PROMPT_TOKENS.inc(prompt_tokens)
         metrics.PREFIX_CACHED_TOKENS.inc(cached_tokens)
-        response = result.model_dump(exclude_none=True)
         response["arc"] = {
             "session": session.id, "view_tokens": view_tokens[-1], "view_tokens_per_call": view_tokens,
             "budget_tokens": context.config.input_budget_tokens,

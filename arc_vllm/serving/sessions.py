@@ -30,7 +30,9 @@ from arc_vllm.core.context import DEFAULT_SYSTEM, ArcContext
 from arc_vllm.core.store import ObsStore
 from arc_vllm.core.transcript import content_text, take_in
 
-BUDGET_FIELDS = {f.name for f in fields(ArcConfig)} - {"context_window"}
+# A session may ask for a smaller window than the server's (a client sized for a smaller
+# model, a benchmark at several windows on one server), never a larger one.
+BUDGET_FIELDS = {f.name for f in fields(ArcConfig)}
 
 
 class SessionError(ValueError):
@@ -156,8 +158,12 @@ class SessionManager:
                                f"{', '.join(sorted(BUDGET_FIELDS))}")
         values = {**self.defaults, **overrides}
         max_tokens = values.pop("max_tokens", 512)
+        window = values.pop("context_window", self.context_window)
+        if not isinstance(window, int) or isinstance(window, bool) or not 0 < window <= self.context_window:
+            raise SessionError(f"budgets: context_window={window!r} must be an integer in "
+                               f"1..{self.context_window} (the served model's max_model_len)")
         try:
-            return ArcConfig.for_window(self.context_window, max_tokens, **values)
+            return ArcConfig.for_window(window, max_tokens, **values)
         except (TypeError, ValueError) as error:
             raise SessionError(f"budgets: {error}") from None
 
