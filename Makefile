@@ -7,6 +7,7 @@ export VLLM_NO_USAGE_STATS := 1
 export DO_NOT_TRACK := 1
 export RAY_USAGE_STATS_ENABLED := 0
 export TOKENIZERS_PARALLELISM := false
+export LITELLM_LOCAL_MODEL_COST_MAP := True
 
 .PHONY: setup run replay test bench
 

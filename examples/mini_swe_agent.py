@@ -7,18 +7,19 @@ folder, no network): the model's commands are whatever the model says.
 
 Run (with ``make run`` serving on 127.0.0.1:8000):
 
-    .venv/bin/python examples/mini_swe_agent.py [--base-url URL] [--steps 10] [--window N]
+    .venv/bin/python examples/mini_swe_agent.py [--base-url URL] [--turns 10] [--window N]
 
 Prints each step and the session's ARC counts; exits 1 if ARC answered with an error.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import sys
 import urllib.request
+
+from arc_session import create_session, options, session_info
 
 # litellm fetches a model price list from the internet on import unless told not to.
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
@@ -26,11 +27,6 @@ os.environ.setdefault("MSWEA_COST_TRACKING", "ignore_errors")
 os.environ.setdefault("MSWEA_SILENT_STARTUP", "1")
 
 
-def create_session(base: str, budgets: dict | None = None) -> str:
-    request = urllib.request.Request(f"{base}/v1/arc/sessions", method="POST",
-                                     data=json.dumps({"budgets": budgets or {}}).encode(),
-                                     headers={"Content-Type": "application/json"})
-    return json.loads(urllib.request.urlopen(request, timeout=30).read())["id"]
 
 
 def run(base: str, steps: int, window: int | None = None, task: str | None = None) -> dict:
@@ -40,7 +36,7 @@ def run(base: str, steps: int, window: int | None = None, task: str | None = Non
     from minisweagent.environments.extra.bubblewrap import BubblewrapEnvironment
     from minisweagent.models.litellm_textbased_model import LitellmTextbasedModel
 
-    session = create_session(base, {"context_window": window} if window else None)
+    session = create_session(base, window)
     model_id = json.loads(urllib.request.urlopen(f"{base}/v1/models", timeout=30).read())["data"][0]["id"]
     config = yaml.safe_load((builtin_config_dir / "mini_textbased.yaml").read_text())
     model_config = dict(config["model"])
@@ -63,19 +59,14 @@ def run(base: str, steps: int, window: int | None = None, task: str | None = Non
         result = agent.run(task)
     finally:
         environment.cleanup()
-    with urllib.request.urlopen(f"{base}/v1/arc/sessions/{session}", timeout=30) as response:
-        info = json.loads(response.read())
+    info = session_info(base, session)
     return {"session": session, "exit": result, "model_calls": agent.n_calls,
             "messages": agent.messages, "arc": info}
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--base-url", default="http://127.0.0.1:8000")
-    parser.add_argument("--steps", type=int, default=10)
-    parser.add_argument("--window", type=int, default=None, help="the session's context window")
-    args = parser.parse_args()
-    outcome = run(args.base_url, args.steps, args.window)
+    args = options(__doc__)
+    outcome = run(args.base_url, args.turns, args.window)
     for message in outcome["messages"][2:]:
         print(f"--- {message['role']}\n{str(message.get('content'))[:300]}")
     print(json.dumps({key: outcome[key] for key in ("session", "exit", "model_calls", "arc")}, indent=1))

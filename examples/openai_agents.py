@@ -16,23 +16,18 @@ Run (with ``make run`` serving on 127.0.0.1:8000):
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
 import sys
-import urllib.request
+
+from arc_session import create_session, options, session_info
 
 
 def log_lines(day: int) -> str:
     return "".join(f"2026-11-{day:02d} 10:{minute:02d} worker-{minute % 4} request ok in "
-                   f"{(minute * 37 + day) % 900} ms\n" for minute in range(60))
+                   f"{(minute * 37 + day) % 900} ms\n" for minute in range(30))
 
 
-def create_session(base: str, budgets: dict | None = None) -> str:
-    request = urllib.request.Request(f"{base}/v1/arc/sessions", method="POST",
-                                     data=json.dumps({"budgets": budgets or {}}).encode(),
-                                     headers={"Content-Type": "application/json"})
-    return json.loads(urllib.request.urlopen(request, timeout=30).read())["id"]
 
 
 async def run(base: str, turns: int, window: int | None = None) -> dict:
@@ -41,7 +36,7 @@ async def run(base: str, turns: int, window: int | None = None) -> dict:
     from openai import AsyncOpenAI
 
     set_tracing_disabled(True)
-    session = create_session(base, {"context_window": window} if window else None)
+    session = create_session(base, window)
     client = AsyncOpenAI(base_url=f"{base}/v1", api_key="none", max_retries=0,
                          default_headers={"X-ARC-Session": session})
     model_id = (await client.models.list()).data[0].id
@@ -53,7 +48,7 @@ async def run(base: str, turns: int, window: int | None = None) -> dict:
 
     agent = Agent(name="log analyst", model=OpenAIChatCompletionsModel(model=model_id, openai_client=client),
                   instructions="You read service logs with read_log and report slow requests.",
-                  tools=[read_log], model_settings=ModelSettings(max_tokens=48, temperature=0.0))
+                  tools=[read_log], model_settings=ModelSettings(max_tokens=32, temperature=0.0))
     items: list = []
     answers, tool_calls_by_model = [], 0
     for turn in range(1, turns + 1):
@@ -66,19 +61,14 @@ async def run(base: str, turns: int, window: int | None = None) -> dict:
         tool_calls_by_model += sum(1 for item in result.new_items if item.type == "tool_call_item")
         answers.append(str(result.final_output))
         items = result.to_input_list()
-    with urllib.request.urlopen(f"{base}/v1/arc/sessions/{session}", timeout=30) as response:
-        info = json.loads(response.read())
+    info = session_info(base, session)
     await client.close()
     return {"session": session, "answers": answers, "model_tool_calls": tool_calls_by_model,
             "arc": info}
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--base-url", default="http://127.0.0.1:8000")
-    parser.add_argument("--turns", type=int, default=10)
-    parser.add_argument("--window", type=int, default=None, help="the session's context window")
-    args = parser.parse_args()
+    args = options(__doc__)
     outcome = asyncio.run(run(args.base_url, args.turns, args.window))
     for turn, answer in enumerate(outcome["answers"], 1):
         print(f"turn {turn}: {answer[:200]!r}")

@@ -12,10 +12,10 @@ Run (with ``make run`` serving on 127.0.0.1:8000):
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
-import urllib.request
+
+from arc_session import create_session, options
 
 TOOLS = [{"type": "function", "function": {
     "name": "cat", "description": "Print a file of the project.",
@@ -24,20 +24,15 @@ TOOLS = [{"type": "function", "function": {
 
 
 def read(path: str) -> str:
-    return "".join(f"{path}:{n}: value = {n * n % 97}\n" for n in range(120))
+    return "".join(f"{path}:{n}: value = {n * n % 97}\n" for n in range(60))
 
 
-def create_session(base: str, budgets: dict | None = None) -> str:
-    request = urllib.request.Request(f"{base}/v1/arc/sessions", method="POST",
-                                     data=json.dumps({"budgets": budgets or {}}).encode(),
-                                     headers={"Content-Type": "application/json"})
-    return json.loads(urllib.request.urlopen(request, timeout=30).read())["id"]
 
 
 def run(base: str, turns: int, window: int | None = None) -> dict:
     from openai import OpenAI
 
-    session = create_session(base, {"context_window": window} if window else None)
+    session = create_session(base, window)
     client = OpenAI(base_url=f"{base}/v1", api_key="none", max_retries=0,
                     default_headers={"X-ARC-Session": session})
     model = client.models.list().data[0].id
@@ -46,8 +41,8 @@ def run(base: str, turns: int, window: int | None = None) -> dict:
     arcs, model_calls = [], 0
     for turn in range(1, turns + 1):
         response = client.chat.completions.create(model=model, messages=messages, tools=TOOLS,
-                                                  max_tokens=48, temperature=0.0)
-        arcs.append(response.model_extra["arc"])
+                                                  max_tokens=32, temperature=0.0)
+        arcs.append(dict(response.model_extra["arc"], usage_prompt_tokens=response.usage.prompt_tokens))
         message = response.choices[0].message
         calls = [(call.id, call.function.arguments) for call in message.tool_calls or []
                  if call.function.name == "cat"]
@@ -71,11 +66,7 @@ def run(base: str, turns: int, window: int | None = None) -> dict:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--base-url", default="http://127.0.0.1:8000")
-    parser.add_argument("--turns", type=int, default=10)
-    parser.add_argument("--window", type=int, default=None, help="the session's context window")
-    args = parser.parse_args()
+    args = options(__doc__)
     outcome = run(args.base_url, args.turns, args.window)
     for turn, arc in enumerate(outcome["arc"], 1):
         print(f"turn {turn}: view {arc['view_tokens']} of {arc['budget_tokens']} tokens, "

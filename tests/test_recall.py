@@ -136,3 +136,17 @@ def test_whole_recall_over_max_chars_is_served_in_chunks(smol):
     assert result.ok and "chunk 1/3" in result.text
     assert controller.materialized[(record.id, 1)] == controller.chunks(record.id)[0]
     assert "".join(controller.chunks(record.id)) == body
+
+
+def test_a_one_chunk_body_asked_whole_then_as_chunk_1_is_in_u_once(smol):
+    """Review defect: `_recall §id` then `_recall §id 1` put the same text in U twice."""
+    from arc_vllm.core.config import ArcConfig
+    from arc_vllm.core.context import ArcContext
+
+    context = ArcContext(ArcConfig.for_window(4096, 512), smol, task="t")
+    record = context.observe("cat a.txt", "alpha beta gamma\n" * 20)
+    assert context.recall.num_chunks(record.id) == 1
+    context.act(f"_recall §{record.id}")
+    context.act(f"_recall §{record.id} 1")
+    assert list(context.recall.materialized) == [(record.id, None)]
+    assert context.render().messages[-1]["content"].count("alpha beta gamma\n" * 20) == 1

@@ -192,6 +192,7 @@ def test_durable_sessions_survive_kill_9(tmp_path):
     try:
         status, info = call(server.base, "GET", f"/v1/arc/sessions/{session['id']}")
         assert status == 200 and info["observations"] == 4 and info["durable"]
+        assert info["requests"] == 4  # the session's counts came back too, not only its store
         for id, body in stored.items():
             status, raw = call(server.base, "GET", f"/v1/arc/sessions/{session['id']}/observations/{id}")
             assert status == 200 and raw.decode("utf-8") == body
@@ -200,7 +201,10 @@ def test_durable_sessions_survive_kill_9(tmp_path):
         response = client.chat.completions.create(
             model=name, messages=messages + turn, max_tokens=2,
             extra_body={"vllm_xargs": {"arc_session": session["id"]}})
-        assert response.model_extra["arc"]["observations"] == 5  # the resent ones not again
+        arc = response.model_extra["arc"]
+        assert arc["observations"] == 5  # the resent ones not again
+        # The conversation's size without ARC kept counting from where it was.
+        assert arc["prompt_tokens_before_compaction"] > 4 * 50 * 5
     finally:
         server.stop()
 

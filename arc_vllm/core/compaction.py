@@ -40,7 +40,15 @@ class Summarizer:
         self._entries: dict[tuple[int, str], tuple[str, int]] = {}
 
     def is_inline(self, obs_id: str) -> bool:
-        return self.store.tokens(obs_id, self.counter) < self.config.inline_threshold_tokens
+        """Shorter than rho tokens. A long body is judged by a prefix: a text has at least as
+        many tokens as any prefix of it, less one at the cut, so counting 16 characters per
+        token of rho is enough to decide, without tokenising a 60,000-character body."""
+        rho = self.config.inline_threshold_tokens
+        body = self.store.get(obs_id).content
+        if len(body) > 16 * rho:
+            return self.counter.count(body[:16 * rho]) - 1 < rho and \
+                self.store.tokens(obs_id, self.counter) < rho
+        return self.store.tokens(obs_id, self.counter) < rho
 
     def entry(self, index: int, turn: Turn, form: str) -> tuple[str, int]:
         key = (index, form)
@@ -125,7 +133,6 @@ if __name__ == "__main__":
     from arc_vllm.core.config import ArcConfig
     from arc_vllm.core.store import ObsStore
     from arc_vllm.core.tokens import TiktokenCounter
-    from arc_vllm.core.turn import Turn
 
     config, counter, store = ArcConfig(), TiktokenCounter(), ObsStore()
     book = CitationBook(store, counter, config)

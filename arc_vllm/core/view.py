@@ -24,8 +24,6 @@ import json
 from collections import OrderedDict
 from dataclasses import dataclass, field
 
-from arc_vllm.core.formats import recalled_block  # noqa: F401  (U's text, owned by formats)
-
 ANCHOR = {"role": "system", "content": "anchor"}
 
 

@@ -27,17 +27,20 @@ def free_port() -> int:
 
 class Server:
     def __init__(self, model: str, log: Path, *extra: str, port: int | None = None,
-                 in_process_engine: bool = True):
+                 in_process_engine: bool = True, max_model_len: int = 4096,
+                 env: dict | None = None):
         self.port = port or free_port()
         self.base = f"http://127.0.0.1:{self.port}"
         self.log = log
+        extra_env = env or {}
         env = dict(os.environ, VLLM_CPU_KVCACHE_SPACE="1", VLLM_NO_USAGE_STATS="1",
                    DO_NOT_TRACK="1", HF_HUB_OFFLINE="1")
         if in_process_engine:  # faster start, fewer processes (tests)
             env["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
         env.pop("TRITON_INTERPRET", None)
+        env.update(extra_env)
         command = [str(Path(sys.executable).parent / "arc-vllm"), "serve", model,
-                   "--port", str(self.port), "--enforce-eager", "--max-model-len", "4096",
+                   "--port", str(self.port), "--enforce-eager", "--max-model-len", str(max_model_len),
                    "--max-num-seqs", "16", *extra]
         self.process = subprocess.Popen(command, stdout=open(log, "w"), stderr=subprocess.STDOUT,
                                         env=env, cwd=ROOT, start_new_session=True)

@@ -1,0 +1,76 @@
+"""Real agent clients, unmodified, through `arc-vllm serve` on the embedded model: the PyPI
+packages mini-swe-agent (its default text-based config, commands in its bubblewrap sandbox
+without network), openai-agents (a function tool) and the OpenAI client with native tool
+calls. Each runs at 4k, 8k and 16k windows (sessions of one 16k server, run concurrently so
+the engine batches them) and must get no error from ARC, whatever the small model says.
+
+SmolLM2's positions end at 8,192; the 16k server is allowed past that (the prompts here stay
+far below it) so one engine serves the three windows. float32 prefills faster on this CPU.
+"""
+
+import asyncio
+import os
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from arc_vllm.model_prep import default_model_dir
+from arc_vllm.serving.local import Server
+
+pytestmark = pytest.mark.slow
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
+WINDOWS = (4096, 8192, 16384)
+
+
+@pytest.fixture(scope="module")
+def smol_server(tmp_path_factory):
+    server = Server(str(default_model_dir(require=True)),
+                    tmp_path_factory.mktemp("clients") / "server.log", "--dtype", "float32",
+                    max_model_len=16384, env={"VLLM_ALLOW_LONG_MAX_MODEL_LEN": "1",
+                                                      "VLLM_CPU_KVCACHE_SPACE": "4"}).wait()
+    yield server
+    server.stop()
+
+
+def each_window(run):
+    with ThreadPoolExecutor(len(WINDOWS)) as pool:
+        return dict(zip(WINDOWS, pool.map(run, WINDOWS)))
+
+
+def test_mini_swe_agent_default_text_config(smol_server):
+    import mini_swe_agent
+
+    outcomes = each_window(lambda window: mini_swe_agent.run(smol_server.base, 10, window))
+    for window, outcome in outcomes.items():
+        assert outcome["model_calls"] == 10, window  # ten calls, every one answered
+        assert outcome["exit"]["exit_status"] in ("LimitsExceeded", "Submitted")
+        arc = outcome["arc"]
+        assert arc["requests"] == 10 and arc["budgets"]["context_window"] == window
+        # Its system prompt and instance template (~1,000 tokens with ARC's note) are F.
+        assert arc["occurrences"] >= 9
+
+
+def test_openai_agents_with_a_function_tool(smol_server):
+    import openai_agents
+
+    outcomes = each_window(lambda window: asyncio.run(openai_agents.run(smol_server.base, 10, window)))
+    for window, outcome in outcomes.items():
+        assert len(outcome["answers"]) == 10, window
+        arc = outcome["arc"]
+        assert arc["requests"] >= 10 and arc["observations"] >= 10
+    assert outcomes[4096]["arc"]["compactions"] >= 1  # 10 logs of ~750 tokens in 3,584
+
+
+def test_openai_client_with_native_tool_calls(smol_server):
+    import openai_tools
+
+    outcomes = each_window(lambda window: openai_tools.run(smol_server.base, 10, window))
+    for window, outcome in outcomes.items():
+        for arc in outcome["arc"]:
+            assert arc["view_tokens"] <= arc["budget_tokens"] == window - 512
+            if arc["engine_calls"] == 1:  # the engine counted exactly ARC's view, tools included
+                assert arc["usage_prompt_tokens"] == arc["view_tokens"]
+    assert sum(arc["compactions"] for arc in outcomes[4096]["arc"]) >= 1
