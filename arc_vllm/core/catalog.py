@@ -18,9 +18,8 @@ from __future__ import annotations
 
 import math
 
-from arc_vllm.core.commands import CatalogNext, CatalogPage
+from arc_vllm.core.commands import CatalogNext, CatalogPage, CommandResult
 from arc_vllm.core.formats import CATALOG_PAGE_MARK
-from arc_vllm.core.recall import CommandResult
 
 
 class Catalog:

@@ -49,6 +49,15 @@ class InvalidCommand:
 
 Command = Recall | RecallMeta | CatalogNext | CatalogPage | InvalidCommand
 
+
+@dataclass(frozen=True)
+class CommandResult:
+    """What serving one command did: ``text`` is the framework's answer to the agent."""
+
+    ok: bool
+    text: str
+    key: tuple | None = None   # the (id, chunk) a successful recall materialised in U
+
 USAGE = ("ARC commands: `_recall §id`, `_recall §id <chunk>`, `_recall_meta §id`, "
          "`_catalog next`, `_catalog page <n>`")
 _ID = r"§?(?P<id>[^\s`]+?)[.,;:!?)\]]*"

@@ -28,6 +28,11 @@ class CompactionState:
     elided: int = 0     # turns[:elided] are left out of S (still in the catalog)
     num_compactions: int = 0
 
+    def elide_one(self) -> None:
+        """Leave the oldest listed entry out of S (an elided entry is never shown collapsed)."""
+        self.elided += 1
+        self.collapsed = max(self.collapsed, self.elided)
+
 
 class Summarizer:
     """Writes S entries and H turns; caches each entry's text and token count."""
@@ -63,7 +68,7 @@ class Summarizer:
         if form == BARE:
             if turn.obs_id is None:
                 return f"step {turn.step} · {clip(turn.action, 40)}"
-            self.book.cited.add(turn.obs_id)
+            self.book.cite(turn.obs_id)  # shown as a handle: its stub text is fixed from now on
             return f"step {turn.step} · {bare(turn.obs_id)}"
         head = f"step {turn.step}"
         if turn.thought:
@@ -117,13 +122,11 @@ class Summarizer:
         while state.elided < state.boundary and estimate > target:
             index = state.elided
             estimate -= self.entry(index, turns[index], BARE if index < state.collapsed else FULL)[1]
-            state.elided += 1
-            state.collapsed = max(state.collapsed, state.elided)
+            state.elide_one()
         # The real count is the arbiter.
         text, _ = self.summary(turns, state)
         while sizer(text) > budget and state.elided < state.boundary:
-            state.elided += 1
-            state.collapsed = max(state.collapsed, state.elided)
+            state.elide_one()
             text, _ = self.summary(turns, state)
         self.forget_before(state.elided)
 

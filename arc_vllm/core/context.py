@@ -22,10 +22,11 @@ from __future__ import annotations
 from arc_vllm.core.budget import Budgets
 from arc_vllm.core.catalog import Catalog
 from arc_vllm.core.citation import CitationBook, bare
-from arc_vllm.core.commands import CatalogNext, CatalogPage, InvalidCommand, parse_commands
+from arc_vllm.core.commands import (CatalogNext, CatalogPage, CommandResult, InvalidCommand,
+                                    parse_commands)
 from arc_vllm.core.compaction import CompactionState, Summarizer
 from arc_vllm.core.formats import recalled_block
-from arc_vllm.core.recall import CommandResult, RecallController
+from arc_vllm.core.recall import RecallController
 from arc_vllm.core.store import ObsStore
 from arc_vllm.core.tokens import CachedCounter
 from arc_vllm.core.turn import CITED, MINIMAL, REACT, VERBATIM, Turn, merge_groups, turn_messages
@@ -271,8 +272,7 @@ class ArcContext:
             self._move_boundary(state.boundary + 1)
             self.summarizer.shrink(self.turns, state, self.budgets.summary, self.sizer.text)
         elif state.elided < state.boundary:
-            state.elided += 1
-            state.collapsed = max(state.collapsed, state.elided)
+            state.elide_one()
         elif any(self._forms.get(index, VERBATIM) < MINIMAL
                  for index in range(state.boundary, len(self.turns))):
             index = next(index for index in range(state.boundary, len(self.turns))
@@ -308,7 +308,7 @@ class ArcContext:
         for index in indices:
             form = self._forms.get(index, VERBATIM)
             if form != VERBATIM and self.turns[index].obs_id is not None:
-                self.book.cited.add(self.turns[index].obs_id)  # shown as a handle from now on
+                self.book.cite(self.turns[index].obs_id)  # shown as a handle from now on
             pieces.append(self._turn(index, form)[0])
         recent = merge_groups([self.turns[index] for index in indices], pieces)
         recalled, recalled_tokens = self._recalled()

@@ -22,9 +22,8 @@ from __future__ import annotations
 import bisect
 import math
 from collections import OrderedDict
-from dataclasses import dataclass
 
-from arc_vllm.core.commands import Recall, RecallMeta
+from arc_vllm.core.commands import CommandResult, Recall, RecallMeta
 
 
 def chunk_bounds(text: str, token_starts: list[int], q: int,
@@ -82,13 +81,6 @@ def suggest(query: str, store, limit: int = 3) -> list[str]:
     if not matches and query:
         matches = [record.id for record in store.records() if query in record.signature.lower()]
     return matches[:limit]
-
-
-@dataclass(frozen=True)
-class CommandResult:
-    ok: bool
-    text: str
-    key: tuple | None = None   # the (id, chunk) a successful recall materialised in U
 
 
 class RecallController:

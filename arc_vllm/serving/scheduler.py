@@ -8,15 +8,12 @@ per request, the prompt tokens and the cached ones, and per session the compacti
 the API server passed along (``arc_compactions``). The figures go to Prometheus
 (``arc_engine_prompt_tokens_total``, ``arc_engine_prefix_cached_tokens_total``,
 ``arc_engine_requests_total``, ``arc_engine_compactions_total``), which reach vLLM's /metrics
-through prometheus_client's multiprocess directory (set up by the launcher), and are kept
-in ``ArcScheduler.records`` (the last 10,000) for in-process use.
+through prometheus_client's multiprocess directory (set up by the launcher).
 
 Only the scheduler side of vLLM is touched: ``schedule()`` is wrapped, nothing else.
 """
 
 from __future__ import annotations
-
-from collections import deque
 
 from prometheus_client import Counter
 from vllm.v1.core.sched.scheduler import Scheduler
@@ -31,15 +28,12 @@ ENGINE_COMPACTIONS = Counter("arc_engine_compactions",
 
 
 class ArcScheduler(Scheduler):
-    records: deque = deque(maxlen=10_000)
-
     def schedule(self, *args, **kwargs):
         output = super().schedule(*args, **kwargs)
         for new in output.scheduled_new_reqs:
             params = new.sampling_params
             extra = (params.extra_args or {}) if params is not None else {}
-            session = extra.get("arc_session")
-            if session is None:
+            if extra.get("arc_session") is None:
                 continue
             prompt = len(new.prompt_token_ids or [])
             cached = min(new.num_computed_tokens, prompt)
@@ -48,6 +42,4 @@ class ArcScheduler(Scheduler):
             ENGINE_PROMPT_TOKENS.inc(prompt)
             ENGINE_CACHED_TOKENS.inc(cached)
             ENGINE_COMPACTIONS.inc(compactions)
-            self.records.append({"request": new.req_id, "session": session, "prompt_tokens": prompt,
-                                 "cached_tokens": cached, "compactions": compactions})
         return output
