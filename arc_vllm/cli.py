@@ -20,7 +20,9 @@ import sys
 
 from arc_vllm.agent.importers import FORMATS
 
-METHODS = ("arc", "full_context", "sliding_window", "llm_summary", "structured_state", "rag_memory")
+from arc_vllm.policies import POLICIES
+
+METHODS = ("arc",) + tuple(method for method in POLICIES if method != "arc")  # ARC first
 DEFAULT_SAMPLE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                               "examples", "trajectories.jsonl")
 
@@ -83,19 +85,13 @@ def _settings(args) -> list:
 
 
 def _bench(parser, args) -> int:
+    from arc_vllm.agent.bench import check_methods
     from arc_vllm.core.tokens import load_counter
-    from arc_vllm.policies import MODEL_POLICIES, POLICIES
 
     methods = [method for method in args.methods.split(",") if method]
-    unknown = [method for method in methods if method not in POLICIES]
-    if unknown:
-        parser.error(f"unknown method(s) {', '.join(unknown)}; available: {', '.join(POLICIES)}")
-    needs_model = args.bench == "longbench" or getattr(args, "agent", "") == "model" or \
-        any(method in MODEL_POLICIES for method in methods)
-    if needs_model and args.backend is None:
-        parser.error("this run needs a model (--agent model, longbench, llm_summary or structured_state): "
-                     "give --backend vllm (in-process engine) or --backend openai --base-url URL")
     try:
+        check_methods(methods, args.backend, model_agent=args.bench == "longbench"
+                      or getattr(args, "agent", "") == "model")
         settings = _settings(args)
         seeds = [int(seed) for seed in args.seeds.split(",") if seed]
         overrides = {name: getattr(args, name) for name in ("recall_chunk_tokens", "recent_turns")
@@ -183,9 +179,9 @@ def main(argv: list[str] | None = None) -> int:
         kind.add_argument("--concurrency", type=int, default=None,
                           help="episodes run at once, so the engine batches them (default 8 with a backend, else 1)")
         kind.add_argument("--agent-max-tokens", type=int, default=128, help="tokens per agent reply")
-        kind.add_argument("--max-calls", type=int, default=60,
-                          help="agent calls per episode before it counts as no answer (LongBench: "
-                               "at least the pages + 20)")
+        kind.add_argument("--max-calls", type=int, default=60 if kind is niah else None,
+                          help="agent calls per episode before it counts as no answer (default: "
+                               "NIAH 60, LongBench every page of the document + 20)")
         kind.add_argument("--tokenizer", default=None, help="default: --model's, else the embedded model's")
         kind.add_argument("--out", default=f"runs/{'niah' if kind is niah else 'longbench'}")
         _add_budget_options(kind)

@@ -204,12 +204,10 @@ def test_memory_beyond_the_stored_bodies_stays_bounded(smol, monkeypatch):
     import random
     import tracemalloc
 
-    import arc_vllm.core.tokens as tokens
-
-    monkeypatch.setattr(tokens, "SEGMENT_CACHE_CHARS", 400_000)
     rng = random.Random(0)
     words = ["alpha", "beta", "gamma", "\n", "delta"]
     context = ArcContext(ArcConfig.for_window(16384, 1024), smol, task="t")
+    monkeypatch.setattr(smol._segment_counts, "max_chars", 400_000)
     context.sizer.max_chars = context.counter.max_chars = 400_000
     tracemalloc.start()
     payload, overhead = 0, {}

@@ -22,7 +22,7 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from arc_vllm.agent.loop import run_episode
+from arc_vllm.agent.loop import episode_record, run_episode
 from arc_vllm.policies import MODEL_POLICIES, POLICIES, make_policy
 
 
@@ -88,13 +88,16 @@ def config_maker(context_window: int, max_tokens: int, overrides: dict | None = 
     return make_config
 
 
-def check_methods(methods: list[str], backend) -> None:
+def check_methods(methods: list[str], backend, model_agent: bool = False) -> None:
+    """The one check of a run's methods and backend (ValueError, before anything runs)."""
     unknown = [method for method in methods if method not in POLICIES]
     if unknown:
         raise ValueError(f"unknown method(s) {', '.join(unknown)}; available: {', '.join(POLICIES)}")
     needing = [method for method in methods if method in MODEL_POLICIES]
-    if needing and backend is None:
-        raise ValueError(f"{', '.join(needing)} call a model: give --backend vllm or --backend openai")
+    if (needing or model_agent) and backend is None:
+        who = " and ".join((["the model agent"] if model_agent else []) + needing)
+        raise ValueError(f"this run needs a model ({who}): give --backend vllm (in-process "
+                         "engine) or --backend openai --base-url URL")
 
 
 def run(out: str | Path, *, benchmark: str, methods: list[str], seeds: list[int], tasks: int,
@@ -106,7 +109,7 @@ def run(out: str | Path, *, benchmark: str, methods: list[str], seeds: list[int]
     ``make_agent(task, policy)`` (a fresh agent per episode)."""
     from tqdm import tqdm
 
-    check_methods(methods, backend)
+    check_methods(methods, backend, model_agent=extra is not None and extra.get("agent") == "model")
     directory = Path(out)
     directory.mkdir(parents=True, exist_ok=True)
     results = directory / "results.jsonl"
@@ -126,10 +129,9 @@ def run(out: str | Path, *, benchmark: str, methods: list[str], seeds: list[int]
                                  force=setting.force, max_calls=getattr(task, "max_calls", max_calls))
         except Exception as error:  # noqa: BLE001 - recorded as a crashed attempt, run goes on
             print(f"{method} {task.id}: {type(error).__name__}: {error}", file=sys.stderr)
-            result = {"task": task.id, "method": method, "passed": False, "answered": False,
-                      "crashed": True, "reason": f"{type(error).__name__}: {str(error)[:300]}",
-                      "calls": 0, "prompt_tokens": 0, "max_prompt_tokens": 0, "generated_tokens": 0,
-                      "cached_tokens": None, "model_calls": 0, "model_ms": 0.0, "trace": []}
+            result = episode_record(task.id, method, {
+                "passed": False, "answered": False, "crashed": True,
+                "reason": f"{type(error).__name__}: {str(error)[:300]}"}, [])
         return {**result, "benchmark": benchmark, "method": method, "seed": seed, "task": index,
                 "setting": setting.label, **{key: list(value) if isinstance(value, tuple) else value
                                              for key, value in asdict(setting).items()},

@@ -17,12 +17,11 @@ from arc_vllm.agent import bench, longbench
 def run(out: str, data: str, methods: list[str], seeds: list[int], tasks: int | None, counter, *,
         settings: list[bench.Setting], backend, context_window: int = 4096, max_tokens: int = 512,
         overrides: dict | None = None, concurrency: int = 8, page_chars: int = 3000,
-        agent_max_tokens: int = 128, max_calls: int = 60, subset: str = "hard") -> dict:
+        agent_max_tokens: int = 128, max_calls: int | None = None, subset: str = "hard") -> dict:
     from arc_vllm.agent.model_agent import model_agent
     from arc_vllm.reports.summary import report
 
-    if backend is None:
-        raise ValueError("LongBench needs a model agent: give --backend vllm or openai")
+    bench.check_methods(methods, backend, model_agent=True)  # LongBench: the model reads
     items = longbench.load(data, subset)
     if not items:
         raise ValueError(f"{data}: no {subset} items")
@@ -33,6 +32,6 @@ def run(out: str, data: str, methods: list[str], seeds: list[int], tasks: int | 
                   items[index], seed, index, page_chars, max_calls),
               make_config=make_config,
               make_agent=lambda task, policy: model_agent(backend, agent_max_tokens, task, policy),
-              counter=counter, backend=backend, concurrency=concurrency, max_calls=max_calls,
+              counter=counter, backend=backend, concurrency=concurrency,
               extra={"agent": "model"})
     return report(out)

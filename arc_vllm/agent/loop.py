@@ -79,16 +79,24 @@ def run_episode(policy, task, agent, counter, budget_tokens: int, *, force: tupl
         trace += take_model_calls()
     else:
         outcome["reason"] = f"no answer within {max_calls} calls"
+    return episode_record(task.id, policy.name, outcome, trace,
+                          getattr(policy, "num_invalid", None))
+
+
+def episode_record(task_id: str, method: str, outcome: dict, trace: list[dict],
+                   invalid_states: int | None = None) -> dict:
+    """One attempt's record (``outcome``: passed, answered, crashed, reason) with its figures
+    summed from the trace; a crash before any call is ``trace=[]``."""
     agent_calls = [call for call in trace if call["kind"] == "agent"]
     model_calls = [call for call in trace if call["kind"] != "agent"]
     cached = [call["cached_tokens"] for call in trace if call["cached_tokens"] is not None]
-    return {"task": task.id, "method": policy.name, **outcome, "calls": len(agent_calls),
+    return {"task": task_id, "method": method, **outcome, "calls": len(agent_calls),
             "prompt_tokens": sum(call["prompt_tokens"] for call in agent_calls),
             "max_prompt_tokens": max((call["prompt_tokens"] for call in agent_calls), default=0),
             "generated_tokens": sum(call["generated_tokens"] for call in trace),
             "cached_tokens": sum(cached) if cached else None,
             "model_calls": len(model_calls), "model_ms": round(sum(call["ms"] for call in model_calls), 1),
-            **({"invalid_states": policy.num_invalid} if hasattr(policy, "num_invalid") else {}),
+            **({"invalid_states": invalid_states} if invalid_states is not None else {}),
             "trace": [[call["kind"], call["prompt_tokens"], call["generated_tokens"], call["cached_tokens"],
                        call["ms"]] for call in trace]}
 

@@ -23,8 +23,7 @@ def run(out: str, methods: list[str], seeds: list[int], tasks: int, counter, *,
     from arc_vllm.agent.model_agent import model_agent
     from arc_vllm.reports.summary import report
 
-    if agent == "model" and backend is None:
-        raise ValueError("--agent model needs a backend (--backend vllm or openai)")
+    bench.check_methods(methods, backend, model_agent=agent == "model")
 
     make_config = bench.config_maker(context_window, max_tokens, overrides)
     bench.run(out, benchmark="niah", methods=methods, seeds=seeds, tasks=tasks, settings=settings,

@@ -16,9 +16,9 @@ import hashlib
 import json
 import os
 import re
-from collections import OrderedDict
 from typing import Protocol, Sequence
 
+from arc_vllm.core.lru import CharBoundedLRU
 from arc_vllm.paths import tiktoken_dir
 
 Message = dict
@@ -104,8 +104,7 @@ class HFTokenCounter:
             for token in added)
         self._added_pattern = re.compile("|".join(
             re.escape(token.content) for token in sorted(added, key=lambda t: -len(t.content))))
-        self._segment_counts: OrderedDict[str, int] = OrderedDict()
-        self._segment_chars = 0
+        self._segment_counts = CharBoundedLRU(SEGMENT_CACHE_CHARS)
         # Byte-level BPE (GPT-2 style): every vocabulary character stands for one byte.
         byte_of = {symbol: byte for byte, symbol in _gpt2_byte_symbols().items()}
         vocabulary = self.tokenizer.get_vocab()
@@ -195,14 +194,8 @@ class HFTokenCounter:
         cached = self._segment_counts.get(segment)
         if cached is None:
             cached = self.count(segment)
-            self._segment_counts[segment] = cached
-            self._segment_chars += len(segment)
-            # Segments are copies of prompt text: bound the characters they hold.
-            while self._segment_chars > SEGMENT_CACHE_CHARS and len(self._segment_counts) > 1:
-                evicted, _ = self._segment_counts.popitem(last=False)
-                self._segment_chars -= len(evicted)
-        else:
-            self._segment_counts.move_to_end(segment)
+            # Segments are copies of prompt text: the cache bounds the characters they hold.
+            self._segment_counts.put(segment, cached, len(segment))
         return cached
 
 
@@ -293,25 +286,26 @@ class CachedCounter:
     def __init__(self, inner: TokenCounter, max_chars: int = 8_000_000):
         self.inner = inner
         self.name = inner.name
-        self.max_chars = max_chars
-        self._counts: OrderedDict[str, int] = OrderedDict()
-        self._chars = 0
+        self._counts = CharBoundedLRU(max_chars)
         self.num_hits = 0
         self.num_misses = 0
+
+    @property
+    def max_chars(self) -> int:
+        return self._counts.max_chars
+
+    @max_chars.setter
+    def max_chars(self, value: int) -> None:
+        self._counts.max_chars = value
 
     def count(self, text: str) -> int:
         cached = self._counts.get(text)
         if cached is not None:
-            self._counts.move_to_end(text)
             self.num_hits += 1
             return cached
         self.num_misses += 1
         value = self.inner.count(text)
-        self._counts[text] = value
-        self._chars += len(text)
-        while self._chars > self.max_chars and len(self._counts) > 1:
-            evicted, _ = self._counts.popitem(last=False)
-            self._chars -= len(evicted)
+        self._counts.put(text, value, len(text))
         return value
 
     def token_starts(self, text: str) -> list[int]:

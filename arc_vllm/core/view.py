@@ -21,8 +21,9 @@ the engine gets. Run ``python -m arc_vllm.core.context`` to print a view of a sm
 from __future__ import annotations
 
 import json
-from collections import OrderedDict
 from dataclasses import dataclass, field
+
+from arc_vllm.core.lru import CharBoundedLRU
 
 ANCHOR = {"role": "system", "content": "anchor"}
 
@@ -35,9 +36,7 @@ class MessageSizer:
     def __init__(self, counter, max_chars: int = 2_000_000):
         self.counter = counter
         self._base = counter.count_messages([ANCHOR])
-        self._cache: OrderedDict[tuple[str, str], int] = OrderedDict()
-        self.max_chars = max_chars  # keys are message texts: bound what they hold
-        self._chars = 0
+        self._cache = CharBoundedLRU(max_chars)  # keys are message texts: bound what they hold
 
     def __call__(self, message: dict) -> int:
         if message.keys() <= {"role", "content"}:
@@ -47,14 +46,16 @@ class MessageSizer:
         cached = self._cache.get(key)
         if cached is None:
             cached = self.counter.count_messages([ANCHOR, message]) - self._base
-            self._cache[key] = cached
-            self._chars += len(key[1])
-            while self._chars > self.max_chars and len(self._cache) > 1:
-                (_, evicted), _ = self._cache.popitem(last=False)
-                self._chars -= len(evicted)
-        else:
-            self._cache.move_to_end(key)
+            self._cache.put(key, cached, len(key[1]))
         return cached
+
+    @property
+    def max_chars(self) -> int:
+        return self._cache.max_chars
+
+    @max_chars.setter
+    def max_chars(self, value: int) -> None:
+        self._cache.max_chars = value
 
     def text(self, content: str, role: str = "user") -> int:
         return self({"role": role, "content": content}) if content else 0
