@@ -208,7 +208,7 @@ def test_memory_beyond_the_stored_bodies_stays_bounded(smol, monkeypatch):
     words = ["alpha", "beta", "gamma", "\n", "delta"]
     context = ArcContext(ArcConfig.for_window(16384, 1024), smol, task="t")
     monkeypatch.setattr(smol._segment_counts, "max_chars", 400_000)
-    context.sizer.max_chars = context.counter.max_chars = 400_000
+    context.sizer.cache.max_chars = context.counter.cache.max_chars = 400_000
     tracemalloc.start()
     payload, overhead = 0, {}
     for step in range(1, 601):

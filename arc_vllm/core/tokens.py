@@ -286,26 +286,18 @@ class CachedCounter:
     def __init__(self, inner: TokenCounter, max_chars: int = 8_000_000):
         self.inner = inner
         self.name = inner.name
-        self._counts = CharBoundedLRU(max_chars)
+        self.cache = CharBoundedLRU(max_chars)
         self.num_hits = 0
         self.num_misses = 0
 
-    @property
-    def max_chars(self) -> int:
-        return self._counts.max_chars
-
-    @max_chars.setter
-    def max_chars(self, value: int) -> None:
-        self._counts.max_chars = value
-
     def count(self, text: str) -> int:
-        cached = self._counts.get(text)
+        cached = self.cache.get(text)
         if cached is not None:
             self.num_hits += 1
             return cached
         self.num_misses += 1
         value = self.inner.count(text)
-        self._counts.put(text, value, len(text))
+        self.cache.put(text, value, len(text))
         return value
 
     def token_starts(self, text: str) -> list[int]:

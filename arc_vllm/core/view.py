@@ -36,26 +36,18 @@ class MessageSizer:
     def __init__(self, counter, max_chars: int = 2_000_000):
         self.counter = counter
         self._base = counter.count_messages([ANCHOR])
-        self._cache = CharBoundedLRU(max_chars)  # keys are message texts: bound what they hold
+        self.cache = CharBoundedLRU(max_chars)  # keys are message texts: bound what they hold
 
     def __call__(self, message: dict) -> int:
         if message.keys() <= {"role", "content"}:
             key = (message["role"], message["content"] or "")
         else:  # tool calls and tool results: their structure is rendered too
             key = (message["role"], json.dumps(message, sort_keys=True, ensure_ascii=False))
-        cached = self._cache.get(key)
+        cached = self.cache.get(key)
         if cached is None:
             cached = self.counter.count_messages([ANCHOR, message]) - self._base
-            self._cache.put(key, cached, len(key[1]))
+            self.cache.put(key, cached, len(key[1]))
         return cached
-
-    @property
-    def max_chars(self) -> int:
-        return self._cache.max_chars
-
-    @max_chars.setter
-    def max_chars(self, value: int) -> None:
-        self._cache.max_chars = value
 
     def text(self, content: str, role: str = "user") -> int:
         return self({"role": role, "content": content}) if content else 0
