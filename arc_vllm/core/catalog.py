@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 
 from arc_vllm.core.commands import CatalogNext, CatalogPage, CommandResult
-from arc_vllm.core.formats import CATALOG_PAGE_MARK
+from arc_vllm.core import formats
 
 
 class Catalog:
@@ -59,24 +59,22 @@ class Catalog:
         if not ids:
             return ""
         first = (page - 1) * self.per_page + 1
-        header = (f"{CATALOG_PAGE_MARK} {page}/{self.num_pages} · stubs {first}-"
-                  f"{first + len(ids) - 1} of {len(self.entries)} · `_catalog next` · "
-                  "`_catalog page <n>` · `_recall §id`]")
+        header = formats.catalog_header(page, self.num_pages, first, first + len(ids) - 1,
+                                        len(self.entries))
         return "\n".join([header, *(self.book.cite(id) for id in ids)])
 
     def execute(self, command) -> CommandResult:
         if isinstance(command, CatalogNext):
             if self.current >= self.num_pages:
                 self.current = 1
-                return CommandResult(True, f"catalog: wrapped around to page 1 of {self.num_pages}")
+                return CommandResult(True, formats.catalog_wrapped(self.num_pages))
             self.current += 1
-            return CommandResult(True, f"catalog: page {self.current} of {self.num_pages} shown")
+            return CommandResult(True, formats.catalog_shown(self.current, self.num_pages))
         assert isinstance(command, CatalogPage)
         if command.page > self.num_pages:
-            return CommandResult(False, f"catalog: no page {command.page}; pages are "
-                                        f"1..{self.num_pages}")
+            return CommandResult(False, formats.catalog_no_page(command.page, self.num_pages))
         self.current = command.page
-        return CommandResult(True, f"catalog: page {self.current} of {self.num_pages} shown")
+        return CommandResult(True, formats.catalog_shown(self.current, self.num_pages))
 
 
 if __name__ == "__main__":

@@ -18,44 +18,19 @@ form), never a new summary. Run ``python -m arc_vllm.core.citation`` for an exam
 
 from __future__ import annotations
 
+from arc_vllm.core import formats
 from arc_vllm.core.store import ObsRecord
 
-NEWLINE_MARK = "⏎"
 SIGNATURE_CHARS = 60
-
-
-def bare(id: str) -> str:
-    return f"§{id}"
-
-
-def _preview(text: str) -> str:
-    return text.replace("\r\n", NEWLINE_MARK).replace("\n", NEWLINE_MARK).replace("\r", NEWLINE_MARK)
-
-
-def _short(text: str, limit: int) -> str:
-    return text if len(text) <= limit else text[:limit - 1] + "…"
-
-
-def format_stub(record: ObsRecord, head_chars: int, tail_chars: int, signature_chars: int) -> str:
-    rc = "rc -" if record.returncode is None else f"rc {record.returncode}"
-    lines = [f"§{record.id} · {_short(_preview(record.signature), signature_chars) or '(no action)'}"
-             f" · {record.chars:,} chars · {record.lines:,} lines · {rc} · step {record.step}"]
-    head = record.head[:head_chars]
-    tail = record.tail[-tail_chars:] if tail_chars and record.tail else ""
-    if head:
-        more = "…" if len(head) < record.chars else ""
-        lines.append(f"  head: {_preview(head)}{more}")
-    if tail:
-        lines.append(f"  tail: …{_preview(tail)}")
-    lines.append(f"  (_recall §{record.id} for the full text)")
-    return "\n".join(lines)
 
 
 def make_stub(record: ObsRecord, counter, head_chars: int, tail_chars: int, max_tokens: int) -> str:
     """The stub for ``record``, shrunk until it fits in ``max_tokens`` tokens."""
     signature_chars = SIGNATURE_CHARS
     while True:
-        text = format_stub(record, head_chars, tail_chars, signature_chars)
+        head = record.head[:head_chars]
+        tail = record.tail[-tail_chars:] if tail_chars and record.tail else ""
+        text = formats.stub(record, head, tail, signature_chars)
         if counter.count(text) <= max_tokens:
             return text
         if head_chars or tail_chars:
@@ -63,7 +38,7 @@ def make_stub(record: ObsRecord, counter, head_chars: int, tail_chars: int, max_
         elif signature_chars > 8:
             signature_chars //= 2
         else:
-            return f"§{record.id} · {record.chars:,} chars (_recall §{record.id})"
+            return formats.smallest_stub(record)
 
 
 class CitationBook:

@@ -15,7 +15,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from arc_vllm.core.citation import bare
+from arc_vllm.core import formats
+from arc_vllm.core.formats import bare
 from arc_vllm.core.turn import Turn, clip
 
 FULL, BARE = "full", "bare"
@@ -92,11 +93,9 @@ class Summarizer:
             return "", 0
         # A constant header: a compaction that only appends entries leaves the summary's
         # existing text, and so the engine's cached prefix through it, unchanged.
-        parts = ["[ARC summary of earlier steps; §ids are exact stored observations: "
-                 "`_recall §id`]"]
+        parts = [formats.SUMMARY_HEADER]
         if state.elided:
-            parts.append(f"(steps {turns[0].step}-{turns[state.elided - 1].step} are not listed "
-                         "here; their stubs are in the catalog)")
+            parts.append(formats.summary_elided(turns[0].step, turns[state.elided - 1].step))
         tokens = sum(self.counter.count(part) + 1 for part in parts)
         for index in range(state.elided, state.boundary):
             form = BARE if index < state.collapsed else FULL

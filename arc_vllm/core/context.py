@@ -21,11 +21,11 @@ from __future__ import annotations
 
 from arc_vllm.core.budget import Budgets
 from arc_vllm.core.catalog import Catalog
-from arc_vllm.core.citation import CitationBook, bare
+from arc_vllm.core.citation import CitationBook
 from arc_vllm.core.commands import (CatalogNext, CatalogPage, CommandResult, InvalidCommand,
                                     parse_commands)
 from arc_vllm.core.compaction import CompactionState, Summarizer
-from arc_vllm.core.formats import recalled_block
+from arc_vllm.core.formats import bare, recalled_block
 from arc_vllm.core.recall import RecallController
 from arc_vllm.core.store import ObsStore
 from arc_vllm.core.tokens import CachedCounter

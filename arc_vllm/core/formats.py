@@ -18,6 +18,8 @@ OBSERVATION_PREFIX = "Observation:\n"
 CITED_PREFIX = "Observation (cited, not shown in full):\n"
 COMMAND_PREFIX = "[ARC] "
 CLIPPED_ARGUMENTS_KEY = "_arc_clipped"
+CATALOG_PAGE_MARK = "[ARC catalog page"
+CATALOG_WRAPPED = "wrapped around"
 
 
 def react_action(thought: str, action: str) -> str:
@@ -57,13 +59,100 @@ def recalled_block(items: list[tuple[str, str]]) -> str:
     return "\n".join(parts)
 
 
+# --- citation stubs (core/citation.py decides their size) ---------------------------------
+NEWLINE_MARK = "⏎"
+
+
+def preview(text: str) -> str:
+    return text.replace("\r\n", NEWLINE_MARK).replace("\n", NEWLINE_MARK).replace("\r", NEWLINE_MARK)
+
+
+def short(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[:limit - 1] + "…"
+
+
+def bare(id: str) -> str:
+    return f"§{id}"
+
+
+def stub(record, head: str, tail: str, signature_chars: int) -> str:
+    """A citation stub: §id, signature and metadata, head and tail previews, the recall hint."""
+    rc = "rc -" if record.returncode is None else f"rc {record.returncode}"
+    lines = [f"§{record.id} · {short(preview(record.signature), signature_chars) or '(no action)'}"
+             f" · {record.chars:,} chars · {record.lines:,} lines · {rc} · step {record.step}"]
+    if head:
+        more = "…" if len(head) < record.chars else ""
+        lines.append(f"  head: {preview(head)}{more}")
+    if tail:
+        lines.append(f"  tail: …{preview(tail)}")
+    lines.append(f"  (_recall §{record.id} for the full text)")
+    return "\n".join(lines)
+
+
+def smallest_stub(record) -> str:
+    return f"§{record.id} · {record.chars:,} chars (_recall §{record.id})"
+
+
+# --- the catalog (core/catalog.py) -----------------------------------------------------------
+def catalog_header(page: int, pages: int, first: int, last: int, total: int) -> str:
+    return (f"{CATALOG_PAGE_MARK} {page}/{pages} · stubs {first}-{last} of {total} · "
+            "`_catalog next` · `_catalog page <n>` · `_recall §id`]")
+
+
+def catalog_shown(page: int, pages: int) -> str:
+    return f"catalog: page {page} of {pages} shown"
+
+
+def catalog_wrapped(pages: int) -> str:
+    return f"catalog: {CATALOG_WRAPPED} to page 1 of {pages}"
+
+
+def catalog_no_page(page: int, pages: int) -> str:
+    return f"catalog: no page {page}; pages are 1..{pages}"
+
+
+# --- the summary S (core/compaction.py) ------------------------------------------------------
+SUMMARY_HEADER = "[ARC summary of earlier steps; §ids are exact stored observations: `_recall §id`]"
+
+
+def summary_elided(first_step: int, last_step: int) -> str:
+    return (f"(steps {first_step}-{last_step} are not listed here; their stubs are in the "
+            "catalog)")
+
+
+# --- recall replies (core/recall.py) ---------------------------------------------------------
+def recall_limit(r: int) -> str:
+    return f"refused: the per-step recall limit r={r} is reached; issue further recalls in the next step"
+
+
+def recall_unknown(id: str, near: list[str]) -> str:
+    hint = (f" Did you mean {', '.join('§' + id for id in near)}?" if near
+            else " `_catalog next` lists the stored observations.")
+    return f"no observation §{id} in this session.{hint}"
+
+
+def recall_no_chunk(id: str, total: int) -> str:
+    return f"§{id} has {total} chunk(s); ask for 1..{total}"
+
+
+def recalled_whole(id: str, chars: int) -> str:
+    return f"§{id} recalled in full ({chars:,} chars); it is shown under RECALLED"
+
+
+def recalled_chunk(id: str, chunk: int, total: int, chars: int) -> str:
+    follow = f"; next: `_recall §{id} {chunk + 1}`" if chunk < total else "; last chunk"
+    return f"§{id} chunk {chunk}/{total} recalled ({chars:,} chars), shown under RECALLED{follow}"
+
+
+def recalled_label(id: str, chunk: int | None, total: int) -> str:
+    return f"§{id}" if chunk is None else f"§{id} chunk {chunk}/{total}"
+
+
 # --- patterns that read the formats back (the scripted agent, tests) -----------------------
 READ_ACTION = re.compile(r"Action: cat (\S+)")
 STUB_OF = "§([0-9a-f]{{8,40}}) · {signature}"          # .format(signature=re.escape(...))
 NEXT_CHUNK = re.compile(r"next: `(_recall §[0-9a-f]+ \d+)`")
 RECALLED_CHUNK = re.compile(r"<<< §([0-9a-f]+) chunk (\d+)/(\d+) >>>\n(.*?)\n<<< end §", re.DOTALL)
-CATALOG_PAGE_MARK = "[ARC catalog page"
-CATALOG_WRAPPED = "wrapped around"
 
 
 def tried(action: str, text: str) -> bool:

@@ -23,6 +23,7 @@ import bisect
 import math
 from collections import OrderedDict
 
+from arc_vllm.core import formats
 from arc_vllm.core.commands import CommandResult, Recall, RecallMeta
 
 
@@ -117,13 +118,9 @@ class RecallController:
         if self._step != step:
             self._step, self._recalls_this_step = step, 0
         if self._recalls_this_step >= self.config.recalls_per_step:
-            return self._refuse(f"refused: the per-step recall limit r={self.config.recalls_per_step}"
-                                " is reached; issue further recalls in the next step")
+            return self._refuse(formats.recall_limit(self.config.recalls_per_step))
         if command.id not in self.store:
-            near = suggest(command.id, self.store)
-            hint = (f" Did you mean {', '.join('§' + id for id in near)}?" if near
-                    else " `_catalog next` lists the stored observations.")
-            return self._refuse(f"no observation §{command.id} in this session.{hint}")
+            return self._refuse(formats.recall_unknown(command.id, suggest(command.id, self.store)))
         record = self.store.get(command.id)
         if isinstance(command, RecallMeta):
             self._count(record, step)
@@ -132,7 +129,7 @@ class RecallController:
         total = self.num_chunks(record.id)
         chunk = command.chunk
         if chunk is not None and chunk > total:
-            return self._refuse(f"§{record.id} has {total} chunk(s); ask for 1..{total}")
+            return self._refuse(formats.recall_no_chunk(record.id, total))
         if chunk is None and total > 1:
             chunk = 1  # too large for one recall: serve the first chunk and say what follows
         self._count(record, step)
@@ -143,11 +140,8 @@ class RecallController:
         self._materialize(key, text)
         self.book.cite(record.id)
         if key[1] is None:
-            return CommandResult(True, f"§{record.id} recalled in full ({record.chars:,} chars); "
-                                       "it is shown under RECALLED", key)
-        follow = (f"; next: `_recall §{record.id} {chunk + 1}`" if chunk < total else "; last chunk")
-        return CommandResult(True, f"§{record.id} chunk {chunk}/{total} recalled ({len(text):,} "
-                                   f"chars), shown under RECALLED{follow}", key)
+            return CommandResult(True, formats.recalled_whole(record.id, record.chars), key)
+        return CommandResult(True, formats.recalled_chunk(record.id, chunk, total, len(text)), key)
 
     def _count(self, record, step: int) -> None:
         self._recalls_this_step += 1
@@ -171,7 +165,7 @@ class RecallController:
 
     def label(self, key) -> str:
         id, chunk = key
-        return f"§{id}" if chunk is None else f"§{id} chunk {chunk}/{self.num_chunks(id)}"
+        return formats.recalled_label(id, chunk, self.num_chunks(id) if chunk else 1)
 
     def evict_oldest(self) -> None:
         self.materialized.popitem(last=False)
