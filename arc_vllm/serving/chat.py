@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import time
+from dataclasses import dataclass, field
 
 from arc_vllm.core.commands import (CatalogNext, CatalogPage, InvalidCommand, Recall, RecallMeta,
                                     parse_commands)
@@ -132,10 +133,10 @@ def check_body(body: dict) -> None:
     xargs = body.get("vllm_xargs")
     if xargs is not None and not isinstance(xargs, dict):
         raise SessionError("vllm_xargs: must be an object")
-    for field in ("max_tokens", "max_completion_tokens"):
-        value = body.get(field)
+    for name in ("max_tokens", "max_completion_tokens"):
+        value = body.get(name)
         if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
-            raise SessionError(f"{field}: must be a positive integer")
+            raise SessionError(f"{name}: must be a positive integer")
 
 
 def engine_tools(body: dict, request_class) -> list[dict] | None:
@@ -146,6 +147,18 @@ def engine_tools(body: dict, request_class) -> list[dict] | None:
     request = request_class(messages=[{"role": "user", "content": ""}],
                             tools=list(body["tools"]) + ARC_TOOLS)
     return [tool.model_dump() for tool in request.tools]
+
+
+@dataclass
+class Loop:
+    """What one request's engine loop did (the ``arc`` object is written from it)."""
+
+    view_tokens: list[int] = field(default_factory=list)
+    views: list[list[dict]] = field(default_factory=list)
+    served: int = 0
+    retries: int = 0
+    prompt_tokens: int = 0
+    cached_tokens: int = 0
 
 
 async def complete(body: dict, session, serving, raw_request, request_class) -> dict:
@@ -161,73 +174,84 @@ async def complete(body: dict, session, serving, raw_request, request_class) -> 
             raise SessionError(f"messages: {error}" if not str(error).startswith("messages")
                                else str(error)) from None
         context = session.context
-        max_tokens = min(int(body.get("max_tokens") or body.get("max_completion_tokens")
-                             or context.config.max_tokens), context.config.max_tokens)
+        compactions, recalls = context.num_compactions, context.recall.num_recalls
+        started = time.perf_counter()
         xargs = dict(body.get("vllm_xargs") or {})
-        xargs["arc_session"] = session.id
         # vllm_xargs.arc_debug: return each view sent to the engine (for tests and debugging).
         debug = bool(xargs.pop("arc_debug", False))
-        template = {key: value for key, value in body.items()
-                    if key not in ("messages", "stream", "stream_options", "max_completion_tokens")}
-        template.update(max_tokens=max_tokens, vllm_xargs=xargs, stream=False)
-        if tools:
-            template["tools"] = list(body["tools"]) + ARC_TOOLS
-        served, retries, compactions_before = 0, 0, context.num_compactions
-        recalls_before = context.recall.num_recalls
-        prompt_tokens = cached_tokens = 0
-        view_tokens, views = [], []
-        started = time.perf_counter()
-        while True:
-            view = context.render()
-            view_tokens.append(view.tokens)
-            if debug:
-                views.append(view.messages)
-            metrics.VIEW_TOKENS.observe(view.tokens)
-            # The engine-side hook counts this session's compactions per request.
-            template["vllm_xargs"]["arc_compactions"] = context.num_compactions - compactions_before
-            request = request_class(**template, messages=view.messages)
-            result = await serving.create_chat_completion(request, raw_request)
-            if not hasattr(result, "choices"):
-                if is_context_length_error(result) and retries < MAX_REACTIVE_RETRIES:
-                    retries += 1
-                    context.on_overflow(result)
-                    continue
-                dumped = result.model_dump()
-                raise EngineError({"error": dumped.get("error", dumped)},
-                                  getattr(getattr(result, "error", None), "code", 400) or 400)
-            usage = result.usage
-            if usage is not None:
-                prompt_tokens += usage.prompt_tokens
-                details = getattr(usage, "prompt_tokens_details", None)
-                cached_tokens += (getattr(details, "cached_tokens", 0) or 0) if details else 0
-            message = result.choices[0].message
-            # r commands served this step: answer with what the model said.
-            if served >= context.config.recalls_per_step:
-                break
-            results = serve_commands(context, message)
-            if not results:
-                break
-            for outcome in results:
-                metrics.RECALLS.labels(result="ok" if outcome.ok else "refused").inc()
-            served += 1
-        compactions = context.num_compactions - compactions_before
+        result, loop = await engine_loop(context, request_template(body, xargs, session, tools),
+                                         serving, raw_request, request_class, debug)
         response = result.model_dump(exclude_none=True)
         strip_arc_calls(response)
+        compactions = context.num_compactions - compactions
         metrics.COMPACTIONS.inc(compactions)
-        metrics.PROMPT_TOKENS.inc(prompt_tokens)
-        metrics.PREFIX_CACHED_TOKENS.inc(cached_tokens)
+        metrics.PROMPT_TOKENS.inc(loop.prompt_tokens)
+        metrics.PREFIX_CACHED_TOKENS.inc(loop.cached_tokens)
         response["arc"] = {
-            "session": session.id, "view_tokens": view_tokens[-1], "view_tokens_per_call": view_tokens,
+            "session": session.id, "view_tokens": loop.view_tokens[-1],
+            "view_tokens_per_call": loop.view_tokens,
             "budget_tokens": context.config.input_budget_tokens,
             "prefix_tokens": context.prefix_tokens, "compactions": compactions,
-            "recalls": context.recall.num_recalls - recalls_before, "commands_served": served,
-            "engine_calls": len(view_tokens), "reactive_retries": retries,
+            "recalls": context.recall.num_recalls - recalls, "commands_served": loop.served,
+            "engine_calls": len(loop.view_tokens), "reactive_retries": loop.retries,
             "prompt_tokens_before_compaction": before_tokens,
-            "prompt_tokens": prompt_tokens, "cached_prompt_tokens": cached_tokens,
-            "observations": len(context.store), "arc_ms": round((time.perf_counter() - started) * 1000, 1)}
+            "prompt_tokens": loop.prompt_tokens, "cached_prompt_tokens": loop.cached_tokens,
+            "observations": len(context.store),
+            "arc_ms": round((time.perf_counter() - started) * 1000, 1)}
         if debug:
-            response["arc"]["views"] = views
+            response["arc"]["views"] = loop.views
         return response
+
+
+def request_template(body: dict, xargs: dict, session, tools) -> dict:
+    """The engine request's fields beside the view: the client's, with ARC's limits."""
+    config = session.context.config
+    template = {key: value for key, value in body.items()
+                if key not in ("messages", "stream", "stream_options", "max_completion_tokens")}
+    max_tokens = min(int(body.get("max_tokens") or body.get("max_completion_tokens")
+                         or config.max_tokens), config.max_tokens)
+    template.update(max_tokens=max_tokens, vllm_xargs={**xargs, "arc_session": session.id},
+                    stream=False)
+    if tools:
+        template["tools"] = list(body["tools"]) + ARC_TOOLS
+    return template
+
+
+async def engine_loop(context, template: dict, serving, raw_request, request_class, debug: bool):
+    """View -> engine -> (too long? compact, retry) -> (ARC command? serve it, again)."""
+    loop = Loop()
+    compactions_before = context.num_compactions
+    while True:
+        view = context.render()
+        loop.view_tokens.append(view.tokens)
+        if debug:
+            loop.views.append(view.messages)
+        metrics.VIEW_TOKENS.observe(view.tokens)
+        # The engine-side hook counts this session's compactions per request.
+        template["vllm_xargs"]["arc_compactions"] = context.num_compactions - compactions_before
+        result = await serving.create_chat_completion(
+            request_class(**template, messages=view.messages), raw_request)
+        if not hasattr(result, "choices"):
+            if is_context_length_error(result) and loop.retries < MAX_REACTIVE_RETRIES:
+                loop.retries += 1
+                context.on_overflow(result)
+                continue
+            dumped = result.model_dump()
+            raise EngineError({"error": dumped.get("error", dumped)},
+                              getattr(getattr(result, "error", None), "code", 400) or 400)
+        if result.usage is not None:
+            loop.prompt_tokens += result.usage.prompt_tokens
+            details = getattr(result.usage, "prompt_tokens_details", None)
+            loop.cached_tokens += (getattr(details, "cached_tokens", 0) or 0) if details else 0
+        # r commands served this step: answer with what the model said.
+        if loop.served >= context.config.recalls_per_step:
+            return result, loop
+        results = serve_commands(context, result.choices[0].message)
+        if not results:
+            return result, loop
+        for outcome in results:
+            metrics.RECALLS.labels(result="ok" if outcome.ok else "refused").inc()
+        loop.served += 1
 
 
 def as_events(response: dict, include_usage: bool):
