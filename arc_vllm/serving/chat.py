@@ -21,30 +21,11 @@ import json
 import time
 from dataclasses import dataclass, field
 
-from arc_vllm.core.commands import (CatalogNext, CatalogPage, InvalidCommand, Recall, RecallMeta,
-                                    parse_commands)
 from arc_vllm.core.errors import is_context_length_error
-from arc_vllm.core.turn import CHAT, TOOL
 from arc_vllm.serving import metrics
 from arc_vllm.serving.sessions import SessionError
-from arc_vllm.core.transcript import call_signature, tool_call_of
+from arc_vllm.serving.tools import ARC_TOOLS, serve_commands, strip_arc_calls
 
-ARC_TOOLS = [
-    {"type": "function", "function": {
-        "name": "_recall", "description": "Return a stored observation exactly by its §id "
-        "(optionally one chunk of a long one).",
-        "parameters": {"type": "object", "properties": {
-            "id": {"type": "string"}, "chunk": {"type": "integer", "minimum": 1}},
-            "required": ["id"]}}},
-    {"type": "function", "function": {
-        "name": "_recall_meta", "description": "Return only the citation metadata of a §id.",
-        "parameters": {"type": "object", "properties": {"id": {"type": "string"}},
-                       "required": ["id"]}}},
-    {"type": "function", "function": {
-        "name": "_catalog", "description": "Show the next page, or page N, of the citation catalog.",
-        "parameters": {"type": "object", "properties": {"page": {"type": "integer", "minimum": 1}}}}},
-]
-ARC_TOOL_NAMES = {tool["function"]["name"] for tool in ARC_TOOLS}
 MAX_REACTIVE_RETRIES = 3
 
 
@@ -55,69 +36,6 @@ class EngineError(RuntimeError):
         super().__init__(json.dumps(body)[:300])
         self.body = body
         self.status = status
-
-
-def command_of_call(name: str, arguments: str):
-    """The ARC command of one tool call (an ``InvalidCommand`` for bad arguments)."""
-    try:
-        values = json.loads(arguments or "{}")
-    except json.JSONDecodeError:
-        values = None
-    if not isinstance(values, dict):
-        return InvalidCommand(f"{name}({arguments})", "arguments must be a JSON object")
-    if name == "_catalog":
-        page = values.get("page")
-        if page is None:
-            return CatalogNext()
-        if isinstance(page, int) and not isinstance(page, bool) and page >= 1:
-            return CatalogPage(page)
-        return InvalidCommand(f"_catalog({arguments})", "page must be an integer >= 1")
-    id = values.get("id")
-    if not isinstance(id, str) or not id:
-        return InvalidCommand(f"{name}({arguments})", "id must be a §id string")
-    id = id.strip().lstrip("§")
-    if name == "_recall_meta":
-        return RecallMeta(id)
-    chunk = values.get("chunk")
-    if chunk is not None and (not isinstance(chunk, int) or isinstance(chunk, bool) or chunk < 1):
-        return InvalidCommand(f"_recall({arguments})", "chunk must be an integer >= 1")
-    return Recall(id, chunk)
-
-
-def serve_commands(context, message) -> list:
-    """Serve the ARC commands of one model output; their results (empty: none in it)."""
-    calls = [call for call in (message.tool_calls or []) if call.function.name in ARC_TOOL_NAMES]
-    results = []
-    if calls:
-        group = -(context.step + 1)  # unique: never merged with a client message's calls
-        for call in calls:
-            tool_call = tool_call_of(call.model_dump(), "tool_calls")
-            command = command_of_call(tool_call.name, tool_call.arguments)
-            # The thought goes with the first call of the message, as for the client's calls.
-            results += context.act(call_signature(tool_call), commands=[command], style=TOOL,
-                                   call=tool_call, group=group, inline=True,
-                                   thought=(message.content or "") if call is calls[0] else "")
-        return results
-    text = message.content or ""
-    commands = parse_commands(text)
-    return context.act(text, commands=commands, style=CHAT) if commands else []
-
-
-def strip_arc_calls(response: dict) -> None:
-    """ARC's own tool calls never reach the client (it does not know those tools): after r
-    served commands, any left in the final message are dropped."""
-    message = response["choices"][0].get("message") or {}
-    calls = message.get("tool_calls") or []
-    kept = [call for call in calls if call.get("function", {}).get("name") not in ARC_TOOL_NAMES]
-    if len(kept) == len(calls):
-        return
-    if kept:
-        message["tool_calls"] = kept
-    else:
-        message.pop("tool_calls", None)
-        message["content"] = message.get("content") or ""
-        if response["choices"][0].get("finish_reason") == "tool_calls":
-            response["choices"][0]["finish_reason"] = "stop"
 
 
 def check_body(body: dict) -> None:

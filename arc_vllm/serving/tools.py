@@ -1,0 +1,106 @@
+"""ARC's commands as tools: offered beside a request's own tools, served inside the server.
+
+    ARC_TOOLS                       _recall(id, chunk?), _recall_meta(id), _catalog(page?)
+    serve_commands(context, msg)    the commands of one model output, served (tool calls are
+                                    answered by a tool message holding the result; text
+                                    commands by ARC's reply, the recalled text in U)
+    strip_arc_calls(response)       ARC's tool calls never reach the client
+
+A tool call becomes a ``Command`` object directly (``command_of_call``); text goes through
+the one grammar (``core/commands.py``). Run ``python -m arc_vllm.serving.tools`` to print
+the command of a sample call.
+"""
+
+from __future__ import annotations
+
+import json
+
+from arc_vllm.core.commands import (CatalogNext, CatalogPage, InvalidCommand, Recall, RecallMeta,
+                                    parse_commands)
+from arc_vllm.core.transcript import call_signature, tool_call_of
+from arc_vllm.core.turn import CHAT, TOOL
+
+ARC_TOOLS = [
+    {"type": "function", "function": {
+        "name": "_recall", "description": "Return a stored observation exactly by its §id "
+        "(optionally one chunk of a long one).",
+        "parameters": {"type": "object", "properties": {
+            "id": {"type": "string"}, "chunk": {"type": "integer", "minimum": 1}},
+            "required": ["id"]}}},
+    {"type": "function", "function": {
+        "name": "_recall_meta", "description": "Return only the citation metadata of a §id.",
+        "parameters": {"type": "object", "properties": {"id": {"type": "string"}},
+                       "required": ["id"]}}},
+    {"type": "function", "function": {
+        "name": "_catalog", "description": "Show the next page, or page N, of the citation catalog.",
+        "parameters": {"type": "object", "properties": {"page": {"type": "integer", "minimum": 1}}}}},
+]
+ARC_TOOL_NAMES = {tool["function"]["name"] for tool in ARC_TOOLS}
+
+
+def command_of_call(name: str, arguments: str):
+    """The ARC command of one tool call (an ``InvalidCommand`` for bad arguments)."""
+    try:
+        values = json.loads(arguments or "{}")
+    except json.JSONDecodeError:
+        values = None
+    if not isinstance(values, dict):
+        return InvalidCommand(f"{name}({arguments})", "arguments must be a JSON object")
+    if name == "_catalog":
+        page = values.get("page")
+        if page is None:
+            return CatalogNext()
+        if isinstance(page, int) and not isinstance(page, bool) and page >= 1:
+            return CatalogPage(page)
+        return InvalidCommand(f"_catalog({arguments})", "page must be an integer >= 1")
+    id = values.get("id")
+    if not isinstance(id, str) or not id:
+        return InvalidCommand(f"{name}({arguments})", "id must be a §id string")
+    id = id.strip().lstrip("§")
+    if name == "_recall_meta":
+        return RecallMeta(id)
+    chunk = values.get("chunk")
+    if chunk is not None and (not isinstance(chunk, int) or isinstance(chunk, bool) or chunk < 1):
+        return InvalidCommand(f"_recall({arguments})", "chunk must be an integer >= 1")
+    return Recall(id, chunk)
+
+
+def serve_commands(context, message) -> list:
+    """Serve the ARC commands of one model output; their results (empty: none in it)."""
+    calls = [call for call in (message.tool_calls or []) if call.function.name in ARC_TOOL_NAMES]
+    results = []
+    if calls:
+        group = -(context.step + 1)  # unique: never merged with a client message's calls
+        for call in calls:
+            tool_call = tool_call_of(call.model_dump(), "tool_calls")
+            command = command_of_call(tool_call.name, tool_call.arguments)
+            # The thought goes with the first call of the message, as for the client's calls.
+            results += context.act(call_signature(tool_call), commands=[command], style=TOOL,
+                                   call=tool_call, group=group, inline=True,
+                                   thought=(message.content or "") if call is calls[0] else "")
+        return results
+    text = message.content or ""
+    commands = parse_commands(text)
+    return context.act(text, commands=commands, style=CHAT) if commands else []
+
+
+def strip_arc_calls(response: dict) -> None:
+    """ARC's own tool calls never reach the client (it does not know those tools): after r
+    served commands, any left in the final message are dropped."""
+    message = response["choices"][0].get("message") or {}
+    calls = message.get("tool_calls") or []
+    kept = [call for call in calls if call.get("function", {}).get("name") not in ARC_TOOL_NAMES]
+    if len(kept) == len(calls):
+        return
+    if kept:
+        message["tool_calls"] = kept
+    else:
+        message.pop("tool_calls", None)
+        message["content"] = message.get("content") or ""
+        if response["choices"][0].get("finish_reason") == "tool_calls":
+            response["choices"][0]["finish_reason"] = "stop"
+
+
+if __name__ == "__main__":
+    print(command_of_call("_recall", '{"id": "§1f3a9c0d", "chunk": 2}'))
+    print(command_of_call("_catalog", "{}"))
