@@ -19,12 +19,11 @@ import os
 import sys
 
 from arc_vllm.agent.importers import FORMATS
-
 from arc_vllm.policies import POLICIES
 
 METHODS = ("arc",) + tuple(method for method in POLICIES if method != "arc")  # ARC first
-DEFAULT_SAMPLE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
-                              "examples", "trajectories.jsonl")
+# The shipped sample, when run from a checkout (an installed package has no examples/).
+SAMPLE = "examples/trajectories.jsonl"
 
 
 def _offline() -> None:
@@ -135,10 +134,10 @@ def main(argv: list[str] | None = None) -> int:
                                      "for long-running LLM agents, on vLLM.")
     commands = parser.add_subparsers(dest="command", required=True)
     replay = commands.add_parser("replay", help="replay recorded trajectories through ARC")
-    replay.add_argument("files", nargs="*", default=[DEFAULT_SAMPLE],
+    replay.add_argument("files", nargs="*", default=[SAMPLE],
                         help="agent logs: files or folders, format detected by content (SWE-agent "
                              ".traj, mini-swe-agent .traj.json, OpenHands output.jsonl, tau-bench "
-                             "results, ARC JSONL; default: the shipped sample)")
+                             f"results, ARC JSONL; default: {SAMPLE} in a checkout)")
     replay.add_argument("--format", default=None, choices=FORMATS,
                         help="read every file as this format instead of detecting it")
     replay.add_argument("--tokenizer", default=None,

@@ -1,4 +1,4 @@
-"""The CUDA implementation of relocate_kv (``csrc/``), registered as
+"""The CUDA implementation of relocate_kv (``kernels/csrc/``), registered as
 ``torch.ops.arc_vllm.relocate_kv`` and built lazily, once, the first time it is needed on a
 machine with a GPU (cached under ``$ARC_VLLM_CACHE/torch_extensions``).
 
@@ -22,7 +22,8 @@ from pathlib import Path
 
 import torch
 
-CSRC = Path(__file__).resolve().parents[1] / "csrc"
+# Beside this module, so an installed package carries it (package data), not only a checkout.
+CSRC = Path(__file__).resolve().parent / "csrc"
 SOURCES = [CSRC / "relocate_kv.cu", CSRC / "relocate_kv_binding.cpp"]
 
 

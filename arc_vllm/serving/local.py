@@ -1,6 +1,8 @@
-"""Start and stop a real ``arc-vllm serve`` on 127.0.0.1 as a subprocess, for tests and
-benchmarks: a free port, a log file, a bounded wait for /health, and the whole process
-group stopped afterwards (``kill()`` is the kill -9 a durable store must survive).
+"""Start and stop a real ``arc-vllm serve`` on 127.0.0.1 as a subprocess: a free port, a log
+file, a bounded wait for /health, and the whole process group stopped afterwards (``kill()``
+is the kill -9 a durable store must survive). Public, like vLLM's own test server helper:
+this project's tests and benchmarks use it, and so can a user's own tests of an agent
+against ARC. It needs only the installed ``arc-vllm`` command, not a source checkout.
 
     server = Server(model_dir, Path("server.log"), "--arc-store-dir", "sessions").wait()
     ...
@@ -15,9 +17,6 @@ import sys
 import time
 import urllib.request
 from pathlib import Path
-
-ROOT = Path(__file__).resolve().parents[2]
-
 
 def free_port() -> int:
     with socket.socket() as probe:
@@ -43,7 +42,7 @@ class Server:
                    "--port", str(self.port), "--enforce-eager", "--max-model-len", str(max_model_len),
                    "--max-num-seqs", "16", *extra]
         self.process = subprocess.Popen(command, stdout=open(log, "w"), stderr=subprocess.STDOUT,
-                                        env=env, cwd=ROOT, start_new_session=True)
+                                        env=env, start_new_session=True)
 
     def wait(self, timeout: float = 240) -> "Server":
         deadline = time.time() + timeout
