@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from arc_vllm.core import formats
 from arc_vllm.core.formats import bare
-from arc_vllm.core.turn import Turn, clip
+from arc_vllm.core.turn import MINIMAL_ACTION_CHARS, Turn, clip
 
 FULL, BARE = "full", "bare"
 
@@ -68,19 +68,20 @@ class Summarizer:
     def _write_entry(self, turn: Turn, form: str) -> str:
         if form == BARE:
             if turn.obs_id is None:
-                return f"step {turn.step} · {clip(turn.action, 40)}"
+                return formats.summary_bare(turn.step, clip(turn.action, MINIMAL_ACTION_CHARS))
             self.book.cite(turn.obs_id)  # shown as a handle: its stub text is fixed from now on
-            return f"step {turn.step} · {bare(turn.obs_id)}"
-        head = f"step {turn.step}"
-        if turn.thought:
-            head += f" · thought: {clip(turn.thought, self.config.thought_chars)}"
-        head += f" · action: {clip(turn.action, self.config.action_chars)}"
+            return formats.summary_bare(turn.step, bare(turn.obs_id))
+        thought = clip(turn.thought, self.config.thought_chars)
+        action = clip(turn.action, self.config.action_chars)
         if turn.obs_id is None:
-            return f"{head}\n  → {clip(turn.note or '', self.config.thought_chars)}"
-        if self.is_inline(turn.obs_id):
+            result = clip(turn.note or "", self.config.thought_chars)
+        elif self.is_inline(turn.obs_id):
             record = self.store.get(turn.obs_id)
-            return f"{head}\n  → {bare(turn.obs_id)} (rc {record.returncode}): {record.content}"
-        return f"{head}\n  → " + self.book.cite(turn.obs_id).replace("\n", "\n    ")
+            result = formats.inline_observation(turn.obs_id, record.returncode, record.content)
+        else:
+            return formats.summary_entry(turn.step, thought, action, self.book.cite(turn.obs_id),
+                                         indent=True)
+        return formats.summary_entry(turn.step, thought, action, result)
 
     def forget_before(self, index: int) -> None:
         """Entries of elided turns are never shown again."""

@@ -25,19 +25,14 @@ from arc_vllm.core.citation import CitationBook
 from arc_vllm.core.commands import (CatalogNext, CatalogPage, CommandResult, InvalidCommand,
                                     parse_commands)
 from arc_vllm.core.compaction import CompactionState, Summarizer
-from arc_vllm.core.formats import bare, recalled_block
+from arc_vllm.core.formats import ARC_NOTE, bare, recalled_block
 from arc_vllm.core.recall import RecallController
 from arc_vllm.core.store import ObsStore
 from arc_vllm.core.tokens import CachedCounter
 from arc_vllm.core.turn import CITED, MINIMAL, REACT, VERBATIM, Turn, merge_groups, turn_messages
 from arc_vllm.core.view import MessageSizer, View, serialize
 
-DEFAULT_SYSTEM = (
-    "You are an agent that solves tasks with tools. ARC manages your context: older tool "
-    "observations may be replaced by citation stubs like §1f3a9c0d, and nothing is ever lost. "
-    "To read a stored observation exactly, reply with the action `_recall §id` (long ones come "
-    "in chunks: `_recall §id 2`); `_recall_meta §id` shows its metadata; `_catalog next` and "
-    "`_catalog page <n>` page through every stored observation.")
+DEFAULT_SYSTEM = ARC_NOTE  # the system prompt of a context whose client gives none
 
 # A body over this many characters per token of the space it would need is not counted
 # (at worst a body that might just have fitted is cited).

@@ -17,6 +17,13 @@ ACTION_PREFIX = "Action: "
 OBSERVATION_PREFIX = "Observation:\n"
 CITED_PREFIX = "Observation (cited, not shown in full):\n"
 COMMAND_PREFIX = "[ARC] "
+# ARC's note in the system prompt: what stubs are and how to take text back.
+ARC_NOTE = (
+    "You are an agent that solves tasks with tools. ARC manages your context: older tool "
+    "observations may be replaced by citation stubs like §1f3a9c0d, and nothing is ever lost. "
+    "To read a stored observation exactly, reply with the action `_recall §id` (long ones come "
+    "in chunks: `_recall §id 2`); `_recall_meta §id` shows its metadata; `_catalog next` and "
+    "`_catalog page <n>` page through every stored observation.")
 CLIPPED_ARGUMENTS_KEY = "_arc_clipped"
 CATALOG_PAGE_MARK = "[ARC catalog page"
 CATALOG_WRAPPED = "wrapped around"
@@ -113,6 +120,22 @@ def catalog_no_page(page: int, pages: int) -> str:
 
 # --- the summary S (core/compaction.py) ------------------------------------------------------
 SUMMARY_HEADER = "[ARC summary of earlier steps; §ids are exact stored observations: `_recall §id`]"
+
+
+def summary_entry(step: int, thought: str, action: str, result: str, indent: bool = False) -> str:
+    """One summarised step: its (clipped) thought and action, then its result: a stub
+    (``indent``: its lines under the arrow), an inline short observation, or an ARC
+    command's reply."""
+    head = f"step {step}" + (f" · thought: {thought}" if thought else "") + f" · action: {action}"
+    return f"{head}\n  → " + (result.replace("\n", "\n    ") if indent else result)
+
+
+def summary_bare(step: int, reference: str) -> str:
+    return f"step {step} · {reference}"
+
+
+def inline_observation(id: str, returncode, content: str) -> str:
+    return f"{bare(id)} (rc {returncode}): {content}"
 
 
 def summary_elided(first_step: int, last_step: int) -> str:
