@@ -274,3 +274,42 @@ def test_a_history_that_fits_is_never_cited_and_any_prefix_up_to_the_limit_works
         if smol.count_messages(full) <= budget:
             assert view.messages == full and context.num_compactions == 0
     check_recall_and_history(context, observations)
+
+
+def test_native_tool_calls_stay_tool_calls_and_parallel_calls_one_message(smol):
+    """A function-calling agent's history keeps its structure in the view: one assistant
+    message with both parallel calls, each answered by its tool message; once compaction
+    is needed a cited result is a tool message holding the stub, arguments still JSON."""
+    import json
+
+    from arc_vllm.core.turn import TOOL, ToolCall
+
+    context = ArcContext(ArcConfig.for_window(4096, 512), smol, task="Read both.")
+    calls = [ToolCall(f"c{n}", "cat", json.dumps({"path": f"f{n}.txt", "pad": "x" * 300}))
+             for n in range(2)]
+    for number, call in enumerate(calls):
+        context.observe(f"cat({call.arguments})", f"file {number}\n" * 20, style=TOOL, call=call,
+                        group=7, thought="Both at once." if number == 0 else "")
+    view = context.render()
+    assistant = [m for m in view.messages if m["role"] == "assistant"]
+    assert len(assistant) == 1 and [c["id"] for c in assistant[0]["tool_calls"]] == ["c0", "c1"]
+    assert assistant[0]["content"] == "Both at once."
+    assert [m["tool_call_id"] for m in view.messages if m["role"] == "tool"] == ["c0", "c1"]
+    for step in range(12):  # more reading, until the first results are cited
+        call = ToolCall(f"d{step}", "cat", json.dumps({"path": f"g{step}.txt"}))
+        context.observe(f"cat({call.arguments})", f"log {step}\n" * 300, style=TOOL, call=call,
+                        group=100 + step)
+        view = context.render()
+        assert view.tokens <= context.config.input_budget_tokens
+        for message in view.messages:
+            for tool_call in message.get("tool_calls") or []:
+                json.loads(tool_call["function"]["arguments"])  # always valid JSON
+        ids = {c["id"] for m in view.messages for c in m.get("tool_calls") or []}
+        assert ids == {m["tool_call_id"] for m in view.messages if m["role"] == "tool"}
+    assert context.num_compactions >= 1
+    # A result too large for the recent turns: still a tool message, holding its stub.
+    big = ToolCall("big", "cat", json.dumps({"path": "huge.log"}))
+    record = context.observe(f"cat({big.arguments})", "noise line\n" * 5000, style=TOOL, call=big,
+                             group=999)
+    [result] = [m for m in context.render().messages if m.get("tool_call_id") == "big"]
+    assert f"§{record.id}" in result["content"] and "(_recall §" in result["content"]

@@ -130,10 +130,13 @@ def take_in(messages: list[dict], known: list[str], has_prefix: bool) -> NewItem
             if not isinstance(calls, list):
                 raise ValueError(f"{where}.tool_calls: must be a list")
             text_action = None if calls else text
+            # One group per assistant message, from its fingerprint: unique across requests
+            # even when a client sends only its new messages.
+            group = int(prints[index], 16)
             for number, raw in enumerate(calls):
                 call = tool_call_of(raw, f"{where}.tool_calls[{number}]")
                 # The thought belongs to the message: shown once, with its first call.
-                pending[call.id] = (call, text if number == 0 else "", index)
+                pending[call.id] = (call, text if number == 0 else "", group)
         elif role == "tool":
             call_id = message.get("tool_call_id")
             if call_id in pending:
