@@ -19,7 +19,7 @@ import os
 import sys
 
 from arc_vllm.agent.importers import FORMATS
-from arc_vllm.policies import POLICIES
+from arc_vllm.policies import PAPER_METHODS, POLICIES
 
 METHODS = ("arc",) + tuple(method for method in POLICIES if method != "arc")  # ARC first
 # The shipped sample, when run from a checkout (an installed package has no examples/).
@@ -160,7 +160,7 @@ def main(argv: list[str] | None = None) -> int:
     longbench_parser.add_argument("--subset", default="hard", choices=["hard", "all"])
     longbench_parser.add_argument("--page-chars", type=int, default=3000, help="characters per page")
     for kind, default_methods, default_tasks in ((niah, "arc,sliding_window,full_context", 20),
-                                                 (longbench_parser, ",".join(METHODS), None)):
+                                                 (longbench_parser, ",".join(PAPER_METHODS), None)):
         kind.add_argument("--methods", default=default_methods,
                           help=f"comma-separated context policies (of {', '.join(METHODS)})")
         kind.add_argument("--seeds", default="42,82,122")

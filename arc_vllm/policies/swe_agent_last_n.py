@@ -1,0 +1,30 @@
+"""swe_agent_last_n: SWE-agent's ``LastNObservations(n=5, polling=1)`` history processor.
+
+Drops: the text of every observation but the last n, each replaced by
+``Old environment output: (N lines omitted)``; the task (the instance template, our F) is
+never elided. With ``polling`` p the masked count moves in jumps of p, so between n and
+n+p observations stay whole and the cached prefix changes every p steps instead of every
+step. Costs: nothing extra; the actions stay, so the prompt still grows with every step and
+can overflow; a masked observation cannot be read again (SWE-agent's docstring notes that
+this breaks prompt caching).
+"""
+
+from __future__ import annotations
+
+from arc_vllm.policies.masking import Masking, lines
+
+
+class SweAgentLastN(Masking):
+    name = "swe_agent_last_n"
+
+    def __init__(self, counter, budget_tokens: int, *, task: str, n: int = 5, polling: int = 1, **kwargs):
+        super().__init__(counter, budget_tokens, task=task, **kwargs)
+        if n < 0 or polling < 1:
+            raise ValueError(f"swe_agent_last_n: n={n} must be >= 0 and polling={polling} >= 1")
+        self.n, self.polling = n, polling
+
+    def shown(self, index):
+        total = len(self.steps)
+        masked = max(0, (total - self.n) // self.polling * self.polling)
+        observation = self.steps[index].observation
+        return observation if index >= masked else f"Old environment output: ({lines(observation)} lines omitted)"
