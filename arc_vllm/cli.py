@@ -140,6 +140,10 @@ def main(argv: list[str] | None = None) -> int:
                              f"results, ARC JSONL; default: {SAMPLE} in a checkout)")
     replay.add_argument("--format", default=None, choices=FORMATS,
                         help="read every file as this format instead of detecting it")
+    replay.add_argument("--methods", default=None,
+                        help="comma-separated context policies to compare on the same logs (e.g. "
+                             "arc,swe_agent_last_n,openhands_masking,openhands_window,sliding_window,"
+                             "full_context): writes DIR/<method>/summary.json and DIR/summary.md")
     replay.add_argument("--tokenizer", default=None,
                         help="HF tokenizer name or folder, or o200k_base / cl100k_base "
                              "(default: the embedded model's)")
@@ -243,6 +247,18 @@ def main(argv: list[str] | None = None) -> int:
             config = _config(args)
         except ValueError as error:
             parser.error(str(error))
+        if args.methods:
+            from arc_vllm.agent.replay_methods import run as run_methods
+            from arc_vllm.agent.replay_methods import table
+
+            try:
+                summaries = run_methods(args.files, args.out, config, args.tokenizer,
+                                        [m for m in args.methods.split(",") if m], format=args.format)
+            except ValueError as error:
+                parser.error(str(error))
+            print(table(summaries))
+            print(f"wrote {os.path.join(args.out, 'summary.md')}", file=sys.stderr)
+            return 0
         summary = run(args.files, args.out, config, args.tokenizer, format=args.format)
         shown = {key: value for key, value in summary.items() if key not in ("config",)}
         print(json.dumps(shown, indent=1))

@@ -130,3 +130,26 @@ def test_real_format_logs_replay_within_budget_and_recover_exactly(tmp_path):
     for entry in skipped:
         assert "task prefix F" in entry["reason"] and "L = 3584" in entry["reason"]
         assert f"{entry['id']}: skipped: the task prefix F" in done.stderr
+
+
+def test_the_peers_replay_the_same_logs_side_by_side(tmp_path):
+    methods = ["arc", "swe_agent_last_n", "swe_agent_closed_window", "openhands_masking",
+               "openhands_window", "openhands_recent", "sliding_window", "full_context"]
+    done = run_cli(LOGS, "--methods", ",".join(methods), "--context-window", 16384,
+                   "--max-tokens", 1024, "--out", tmp_path)
+    assert done.returncode == 0, done.stderr
+    summaries = {m: json.loads((tmp_path / m / "summary.json").read_text()) for m in methods}
+    table = (tmp_path / "summary.md").read_text()
+    assert all(f"| {method} |" in table for method in methods)
+    for summary in summaries.values():
+        assert summary["steps"] == 123 and summary["prompt_tokens_total"] > 0
+        assert summary["roofline"]["prefill_flops"] > 0 and summary["roofline"]["decode_bytes"] > 0
+    arc = summaries["arc"]
+    assert arc["over_budget_calls"] == 0 and arc["exactly_recoverable"] == arc["observations"]
+    assert summaries["full_context"]["over_budget_calls"] > 0
+    for masker in ("swe_agent_last_n", "openhands_masking"):
+        assert summaries[masker]["exactly_recoverable"] < arc["exactly_recoverable"]
+        assert summaries[masker]["prompt_tokens_total"] < summaries["full_context"]["prompt_tokens_total"]
+    assert summaries["openhands_window"]["refused_calls"] > 0  # its trigger is the refusal
+    bad = run_cli(LOGS, "--methods", "arc,llm_summary", "--out", tmp_path / "bad")
+    assert bad.returncode == 2 and "llm_summary cannot replay logs" in bad.stderr
