@@ -11,7 +11,12 @@
    Reports, from vLLM's own usage.prompt_tokens_details.cached_tokens, the fraction of prompt
    tokens served from the prefix cache with ARC's prefix-stable views (on turns without a
    compaction, and overall) vs a naive re-render that keeps the newest messages that fit the
-   same budget (target for ARC: >= 0.8 on turns without compaction).
+   same budget (target for ARC: >= 0.8 on turns without compaction), and vs the peers'
+   context managers (SWE-agent's and OpenHands' maskers and windows, ``policies/``) applied
+   by the client before sending the same session to plain vLLM, as those agents do; a prompt
+   the engine refuses counts as refused (openhands_window condenses and resends, its trigger).
+
+    .venv/bin/python bench/serving.py --prefix-only      (part 2 alone, about 3 minutes)
 """
 
 from __future__ import annotations
@@ -31,6 +36,10 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 from openai import AsyncOpenAI  # noqa: E402
 
 from arc_vllm.core.tokens import HFTokenCounter  # noqa: E402
+from arc_vllm.policies import POLICIES  # noqa: E402
+
+PEERS_SERVED = ("swe_agent_last_n", "swe_agent_closed_window", "openhands_masking",
+                "openhands_window", "openhands_recent", "sliding_window")
 from arc_vllm.model_prep import prepare_tiny  # noqa: E402
 from arc_vllm.serving.local import Server  # noqa: E402
 
@@ -138,6 +147,41 @@ async def prefix_reuse(server, turns, counter) -> dict:
             "naive_prompt_tokens": sum(row[0] for row in naive_rows)}
 
 
+async def peer_reuse(server, turns, counter, budget: int, method: str) -> dict:
+    """The same session as ``prefix_reuse``, the peer's context manager applied client-side."""
+    from openai import BadRequestError
+
+    client = AsyncOpenAI(base_url=server.base + "/v1", api_key="none", max_retries=0, timeout=600)
+    model = (await client.models.list()).data[0].id
+    # The method's name in the task: no method's cached blocks serve another's prompts.
+    policy = POLICIES[method](counter, budget, task=f"[{method}] Read the logs one by one.",
+                              system="You are an agent.")
+    rows, refused = [], 0
+    for index in range(turns):
+        call, result = tool_turn(0, index, 5 + (index * 37) % 20)
+        function = call["tool_calls"][0]["function"]
+        policy.observe(f"{function['name']}({function['arguments']})", result["content"],
+                       thought=call["content"])
+        for attempt in range(2):
+            try:
+                response = await client.chat.completions.create(
+                    model=model, messages=policy.render(), max_tokens=8)
+            except BadRequestError:
+                refused += 1  # the engine's context-length refusal
+                if method == "openhands_window" and attempt == 0:
+                    policy.on_overflow("refused")
+                    continue
+                break
+            details = response.usage.prompt_tokens_details
+            rows.append((response.usage.prompt_tokens, (details.cached_tokens or 0) if details else 0))
+            break
+    await client.close()
+    total = sum(row[0] for row in rows[1:])
+    return {"method": method, "answered_calls": len(rows), "refused_calls": refused,
+            "prompt_tokens": sum(row[0] for row in rows),
+            "cached_fraction": round(sum(row[1] for row in rows[1:]) / total, 3) if total else 0.0}
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sessions", type=int, default=32)
@@ -145,6 +189,7 @@ def main() -> int:
     parser.add_argument("--prefix-turns", type=int, default=60)
     parser.add_argument("--rounds", type=int, default=3, help="alternating plain/ARC load rounds")
     parser.add_argument("--out", default="runs/bench/serving.json")
+    parser.add_argument("--prefix-only", action="store_true", help="skip the load rounds")
     args = parser.parse_args()
     model = prepare_tiny()
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
@@ -155,7 +200,7 @@ def main() -> int:
         # Rounds of plain then ARC, alternating, so that drifts of this shared machine fall on
         # both; the figures are the medians of the per-round ratios.
         rounds = []
-        for round_index in range(args.rounds):
+        for round_index in range(0 if args.prefix_only else args.rounds):
             plain = asyncio.run(load(server, args.sessions, args.turns, False, f"p{round_index}"))
             arc = asyncio.run(load(server, args.sessions, args.turns, True, f"a{round_index}"))
             rounds.append({"plain": plain, "arc": arc,
@@ -166,14 +211,15 @@ def main() -> int:
                       f"{row['requests_per_s']} req/s, p50 {row['p50_ms']} ms, p99 {row['p99_ms']} ms"
                       + (f", {row['over_budget_views']} views over budget, {row['compactions']} "
                          "compactions" if row["arc"] else ""))
-        results["load"] = {
+        results["load"] = {} if args.prefix_only else {
             "rounds": rounds,
             "median_p50_latency_ratio_arc_to_plain": statistics.median(r["p50_latency_ratio"] for r in rounds),
             "median_throughput_ratio_arc_to_plain": statistics.median(r["throughput_ratio"] for r in rounds),
             "errors": sum(r["plain"]["errors"] + r["arc"]["errors"] for r in rounds),
             "over_budget_views": sum(r["arc"]["over_budget_views"] for r in rounds)}
-        print(f"load: median ARC/plain p50 latency {results['load']['median_p50_latency_ratio_arc_to_plain']}, "
-              f"throughput {results['load']['median_throughput_ratio_arc_to_plain']}")
+        if rounds:
+            print(f"load: median ARC/plain p50 latency {results['load']['median_p50_latency_ratio_arc_to_plain']}, "
+                  f"throughput {results['load']['median_throughput_ratio_arc_to_plain']}")
         counter = HFTokenCounter(str(model))
         results["prefix"] = asyncio.run(prefix_reuse(server, args.prefix_turns, counter))
         prefix = results["prefix"]
@@ -181,6 +227,12 @@ def main() -> int:
               f"compaction): ARC {prefix['arc_cached_fraction_without_compaction']} on turns without "
               f"compaction, {prefix['arc_cached_fraction_all_turns']} overall; naive re-render "
               f"{prefix['naive_cached_fraction_all_turns']}")
+        prefix["peers"] = [asyncio.run(peer_reuse(server, args.prefix_turns, counter,
+                                                  prefix["budget_tokens"], method))
+                           for method in PEERS_SERVED]
+        for row in prefix["peers"]:
+            print(f"  {row['method']}: {row['cached_fraction']} of prompt tokens from the prefix "
+                  f"cache, {row['refused_calls']} refused, {row['answered_calls']} answered")
     finally:
         server.stop()
     Path(args.out).write_text(json.dumps(results, indent=1))
