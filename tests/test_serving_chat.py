@@ -126,3 +126,19 @@ def test_bad_bodies_are_refused_before_anything_is_stored(smol):
         with pytest.raises(SessionError, match=field):
             asyncio.run(complete(body, session, FakeEngine(0), None, request_class))
     assert len(session.store) == 0
+
+
+def test_text_parts_and_null_content_are_taken_in_as_vllm_reads_them(smol):
+    """OpenAI content parts are joined by newlines (as vLLM joins them for the template), a
+    null content is empty, and a tool result given as parts is one observation."""
+    session = SessionManager(smol, 4096, {}).create()
+    messages = [{"role": "system", "content": [{"type": "text", "text": "Be brief."}]},
+                {"role": "user", "content": [{"type": "text", "text": "Read"}, {"type": "text", "text": "a.txt"}]},
+                {"role": "assistant", "content": None, "tool_calls": [
+                    {"id": "t1", "type": "function", "function": {"name": "cat", "arguments": "{}"}}]},
+                {"role": "tool", "tool_call_id": "t1", "content": [{"type": "text", "text": "line 1"},
+                                                                   {"type": "text", "text": "line 2"}]}]
+    asyncio.run(complete({"messages": messages}, session, FakeEngine(0), None, request_class))
+    [record] = session.store.records()
+    assert record.content == "line 1\nline 2" and record.signature == "cat({})"
+    assert session.context.prefix[1]["content"] == "Read\na.txt"

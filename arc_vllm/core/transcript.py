@@ -36,7 +36,8 @@ def fingerprint(message: dict) -> str:
 
 
 def content_text(message: dict, where: str = "messages") -> str:
-    """A message's text; list content (OpenAI parts) joined; anything else is a 400."""
+    """A message's text; list content (OpenAI text parts) joined by newlines, as vLLM does;
+    anything else is a 400."""
     content = message.get("content")
     if content is None:
         return ""
@@ -49,7 +50,7 @@ def content_text(message: dict, where: str = "messages") -> str:
                 raise ValueError(f"{where}.content: only text content parts are supported by "
                                  "ARC sessions")
             parts.append(part["text"])
-        return "".join(parts)
+        return "\n".join(parts)  # as vLLM joins text parts for a string-content template
     raise ValueError(f"{where}.content: must be a string, a list of text parts or null")
 
 
