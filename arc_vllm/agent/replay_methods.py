@@ -45,8 +45,8 @@ def make(method: str, counter, config, trajectory):
 def recoverable(method: str, policy, messages: list[dict], observations: list[str]) -> int:
     """Observations the agent can still get back exactly from what the method keeps."""
     if method == "arc":
-        store = policy.context.store
-        return sum(1 for text in observations if any(r.content == text for r in store.records()))
+        stored = {record.content for record in policy.context.store.records()}
+        return sum(1 for text in observations if text in stored)
     if hasattr(policy, "recoverable"):
         return policy.recoverable()
     shown = "\n".join(message.get("content") or "" for message in messages)

@@ -25,6 +25,7 @@ from arc_vllm.core.citation import CitationBook
 from arc_vllm.core.commands import (CatalogNext, CatalogPage, CommandResult, InvalidCommand,
                                     parse_commands)
 from arc_vllm.core.compaction import CompactionState, Summarizer
+from arc_vllm.core import formats
 from arc_vllm.core.formats import ARC_NOTE, bare, recalled_block
 from arc_vllm.core.recall import RecallController
 from arc_vllm.core.store import ObsStore
@@ -116,9 +117,12 @@ class ArcContext:
         results = [self._execute(command) for command in commands]
         texts = []
         for result in results:
-            texts.append(result.text)
-            if inline and result.key is not None:
+            if inline and result.key is not None:  # the text itself, here, not under RECALLED
+                id, chunk = result.key
+                texts.append(formats.recalled_inline(id, chunk, self.recall.num_chunks(id)))
                 texts.append(self.recall.materialized.pop(result.key))
+            else:
+                texts.append(result.text)
         self.turns.append(Turn(self.step, thought, action, note="\n".join(texts), style=style,
                                call=call, group=group))
         return results

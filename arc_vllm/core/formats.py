@@ -167,6 +167,14 @@ def recalled_chunk(id: str, chunk: int, total: int, chars: int) -> str:
     return f"§{id} chunk {chunk}/{total} recalled ({chars:,} chars), shown under RECALLED{follow}"
 
 
+def recalled_inline(id: str, chunk: int | None, total: int) -> str:
+    """The head of a recall answered in place (a tool message holding the text)."""
+    if chunk is None:
+        return f"§{id}, exact stored text:"
+    follow = f"next: `_recall §{id} {chunk + 1}`" if chunk < total else "last chunk"
+    return f"§{id} chunk {chunk}/{total} ({follow}), exact stored text:"
+
+
 def recalled_label(id: str, chunk: int | None, total: int) -> str:
     return f"§{id}" if chunk is None else f"§{id} chunk {chunk}/{total}"
 

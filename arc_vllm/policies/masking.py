@@ -1,7 +1,9 @@
-"""What the peers' context managers share: every step kept, some observations masked.
+"""The verbatim step history that full context, the sliding window and the peers share.
 
-SWE-agent's and OpenHands' observation maskers keep the agent's actions and replace old
-observations with a short placeholder; their windows drop whole steps. A subclass says,
+Every step is kept; a subclass decides what of it is shown. Full context shows all of it;
+the sliding window forgets steps before ``first``; SWE-agent's and OpenHands' observation
+maskers keep the agent's actions and replace old observations with a short placeholder,
+and their windows drop whole steps. A subclass says,
 for the steps as they are now, which observation is shown (``shown``: the text, a mask, or
 None to drop the step). Masks are recomputed at every render from the whole history, so
 they change only when a step arrives; nothing masked can be taken back (the text is not
@@ -16,8 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from arc_vllm.core import formats
-from arc_vllm.policies.base import SYSTEM, ContextOverflow, prefix_messages
+from arc_vllm.policies.base import SYSTEM, ContextOverflow, prefix_messages, turn_messages
 
 
 @dataclass(frozen=True)
@@ -55,8 +56,7 @@ class Masking:
             if observation is None:
                 continue
             step = self.steps[index]
-            messages += [{"role": "assistant", "content": formats.react_action(step.thought, step.action)},
-                         {"role": "user", "content": formats.observation_block(observation, True)}]
+            messages += turn_messages(step.thought, step.action, observation)
         return messages
 
     def recoverable(self) -> int:

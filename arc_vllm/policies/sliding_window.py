@@ -3,42 +3,31 @@
 Drops: every step older than the window, for good (nothing is stored elsewhere). Costs:
 nothing extra; but each new step shifts the window, so the engine's cached prefix ends at
 the task prefix once the window is full. A forced compaction keeps only the newest
-``keep_after_compaction`` steps.
+``keep_after_compaction`` steps. Built on the shared history of ``policies/masking.py``:
+the window is its ``first`` kept step.
 """
 
 from __future__ import annotations
 
-from arc_vllm.policies.base import SYSTEM, ContextOverflow, prefix_messages, turn_messages
+from arc_vllm.policies.base import ContextOverflow
+from arc_vllm.policies.masking import Masking
 
 
-class SlidingWindow:
+class SlidingWindow(Masking):
     name = "sliding_window"
 
-    def __init__(self, counter, budget_tokens: int, *, task: str, system: str = SYSTEM,
-                 keep_after_compaction: int = 2):
-        self.counter = counter
-        self.budget_tokens = budget_tokens
-        self.prefix = prefix_messages(system, task)
-        self.steps: list[list[dict]] = []
-        self.first = 0  # steps[:first] have left the window for good
+    def __init__(self, counter, budget_tokens: int, *, task: str, keep_after_compaction: int = 2,
+                 **kwargs):
+        super().__init__(counter, budget_tokens, task=task, **kwargs)
         self.keep_after_compaction = keep_after_compaction
 
-    def observe(self, action, observation, *, thought="", returncode=None):
-        self.steps.append(turn_messages(thought, action, observation))
-
-    def intercept(self, action, *, thought=""):
-        return None
-
-    def _messages(self) -> list[dict]:
-        return self.prefix + [m for step in self.steps[self.first:] for m in step]
-
     def render(self):
-        messages = self._messages()
+        messages = super().render()
         while self.counter.count_messages(messages) > self.budget_tokens:
             if self.first >= len(self.steps):
                 raise ContextOverflow("the task prefix alone is over the budget")
             self.first += 1
-            messages = self._messages()
+            messages = super().render()
         return messages
 
     def on_overflow(self, error=None):
