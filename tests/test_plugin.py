@@ -1,0 +1,164 @@
+"""ARC as a vLLM plugin: vLLM's own server module with ``--arc`` serves ARC sessions, and the
+same module without it is plain vLLM. Plus what the plugin does to vLLM's arguments, and a
+non-editable install (a built wheel) carrying everything read at run time.
+
+    pytest tests/test_plugin.py
+"""
+
+import json
+import os
+import subprocess
+import sys
+import urllib.error
+import urllib.request
+import zipfile
+from pathlib import Path
+
+import pytest
+from openai import OpenAI
+
+from arc_vllm.model_prep import prepare_tiny
+from arc_vllm.serving.local import Server
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def parse(argv):
+    from vllm.entrypoints.launchers.cli_args import make_arg_parser
+    from vllm.utils.argparse_utils import FlexibleArgumentParser
+
+    return make_arg_parser(FlexibleArgumentParser()).parse_args(argv)
+
+
+def test_without_arc_the_arguments_are_vllms_own(monkeypatch):
+    monkeypatch.delenv("VLLM_PLUGINS", raising=False)
+    args = parse(["--model", "m"])
+    assert args.arc is False and args.scheduler_cls is None
+    assert args.enable_prompt_tokens_details is False
+    assert "VLLM_PLUGINS" not in os.environ
+
+
+def test_arc_sets_the_hook_the_usage_details_and_allowlists_only_what_was_allowed(monkeypatch):
+    monkeypatch.delenv("VLLM_PLUGINS", raising=False)
+    args = parse(["--model", "m", "--arc", "--arc-store-dir", "/tmp/s", "--arc-recent-turns", "3"])
+    assert args.arc and args.scheduler_cls == "arc_vllm.serving.scheduler.ArcScheduler"
+    assert args.enable_prompt_tokens_details and args.arc_store_dir == "/tmp/s"
+    from arc_vllm.serving.plugin import budgets_from
+
+    assert budgets_from(args) == {"recent_turns": 3}
+    # Unset meant "every plugin": it stays every discovered plugin, ARC's endpoint added.
+    allowed = os.environ["VLLM_PLUGINS"].split(",")
+    assert "arc" in allowed and "lora_filesystem_resolver" in allowed
+    monkeypatch.setenv("VLLM_PLUGINS", "someone_elses")
+    args = parse(["--model", "m", "--arc", "--scheduler-cls", "my.Scheduler"])
+    assert os.environ["VLLM_PLUGINS"] == "someone_elses,arc"
+    assert args.scheduler_cls == "my.Scheduler"  # named after --arc: the user's wins
+
+
+def test_unknown_arc_options_are_refused_by_vllms_parser(capsys):
+    with pytest.raises(SystemExit):
+        parse(["--model", "m", "--arc", "--arc-bogus", "1"])
+    assert "--arc-bogus" in capsys.readouterr().err
+
+
+def request(base, method, path, body=None):
+    data = json.dumps(body).encode() if body is not None else None
+    call = urllib.request.Request(base + path, data=data, method=method,
+                                  headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(call, timeout=120) as response:
+            raw = response.read()
+            return response.status, (json.loads(raw) if b"{" in raw[:1] else raw.decode())
+    except urllib.error.HTTPError as error:
+        return error.code, error.read().decode()
+
+
+@pytest.fixture(scope="module")
+def servers(tmp_path_factory):
+    """vLLM's own server module on the tiny model, with --arc and without, started together."""
+    folder = tmp_path_factory.mktemp("plugin")
+    metrics = folder / "prometheus"
+    metrics.mkdir()
+    with_arc = Server(str(prepare_tiny()), folder / "arc.log", "--arc", vllm_entry=True,
+                      env={"PROMETHEUS_MULTIPROC_DIR": str(metrics)})
+    plain = Server(str(prepare_tiny()), folder / "plain.log", vllm_entry=True)
+    try:
+        yield with_arc.wait(), plain.wait()
+    finally:
+        with_arc.stop()
+        plain.stop()
+
+
+MESSAGES = [{"role": "system", "content": "You are a careful agent. " * 40},
+            {"role": "user", "content": "Find the port in the log."},
+            {"role": "assistant", "content": "Reading it."},
+            {"role": "user", "content": "\n".join(f"line {i}: nothing here" for i in range(300))}]
+
+
+@pytest.mark.slow
+def test_vllm_entry_with_arc_serves_sessions_through_the_engine_hook(servers):
+    server, _ = servers
+    status, session = request(server.base, "POST", "/v1/arc/sessions", {})
+    assert status == 201 and session["id"].startswith("sess_")
+    client = OpenAI(base_url=server.base + "/v1", api_key="none", max_retries=0)
+    model = client.models.list().data[0].id
+    reply = client.chat.completions.create(
+        model=model, messages=MESSAGES, max_tokens=8, temperature=0,
+        extra_body={"vllm_xargs": {"arc_session": session["id"]}})
+    arc = reply.model_extra["arc"]
+    assert arc["session"] == session["id"] and reply.usage.prompt_tokens == arc["view_tokens"]
+    status, described = request(server.base, "GET", f"/v1/arc/sessions/{session['id']}")
+    assert status == 200 and described["requests"] == 1 and described["observations"] >= 1
+    status, metrics = request(server.base, "GET", "/metrics")
+    requests = [line for line in metrics.splitlines() if line.startswith("arc_engine_requests_total")]
+    assert requests and float(requests[0].split()[-1]) >= 1  # the --scheduler-cls hook ran
+
+
+@pytest.mark.slow
+def test_the_same_module_without_arc_is_plain_vllm(servers):
+    _, plain = servers
+    status, _ = request(plain.base, "POST", "/v1/arc/sessions", {})
+    assert status == 404
+    client = OpenAI(base_url=plain.base + "/v1", api_key="none", max_retries=0)
+    model = client.models.list().data[0].id
+    reply = client.chat.completions.create(
+        model=model, messages=MESSAGES, max_tokens=8, temperature=0,
+        extra_body={"vllm_xargs": {"arc_session": "sess_anything"}})
+    assert "arc" not in (reply.model_extra or {}) and reply.usage.prompt_tokens > 300
+    status, metrics = request(plain.base, "GET", "/metrics")
+    assert "arc_sessions" not in metrics and "arc_engine_requests" not in metrics
+    assert "custom scheduler class" not in plain.log.read_text()
+
+
+@pytest.mark.slow
+def test_a_wheel_carries_the_plugin_and_everything_read_at_run_time(tmp_path):
+    """``pip install .`` (not editable) must work: templates, CUDA sources, the specs file and
+    both entry points are in the wheel, and the installed package finds them."""
+    built = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation",
+                            "-q", "-w", str(tmp_path / "dist"), str(ROOT)],
+                           capture_output=True, text=True, timeout=300)
+    assert built.returncode == 0, built.stderr[-2000:]
+    wheel = next((tmp_path / "dist").glob("arc_vllm-*.whl"))
+    names = zipfile.ZipFile(wheel).namelist()
+    for needed in ("arc_vllm/templates/smollm2_tools.jinja", "arc_vllm/cost/specs.json",
+                   "arc_vllm/kernels/csrc/relocate_kv.cu", "arc_vllm/kernels/csrc/relocate_kv_binding.cpp",
+                   "arc_vllm/serving/plugin.py"):
+        assert needed in names, needed
+    target = tmp_path / "site"
+    installed = subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "-q", "--target",
+                                str(target), str(wheel)], capture_output=True, text=True, timeout=300)
+    assert installed.returncode == 0, installed.stderr[-2000:]
+    check = (
+        "import importlib.metadata as m, arc_vllm\n"
+        "from arc_vllm.model_prep import TOOLS_TEMPLATE\n"
+        "from arc_vllm.kernels.relocate_kv_cuda import CSRC\n"
+        "from arc_vllm.cost.roofline import SPECS\n"
+        f"assert arc_vllm.__file__.startswith({str(target)!r}), arc_vllm.__file__\n"
+        "assert TOOLS_TEMPLATE.is_file() and (CSRC / 'relocate_kv.cu').is_file() and SPECS\n"
+        f"dist = next(m.distributions(path=[{str(target)!r}]))\n"
+        "print(sorted((e.group, e.name, e.value) for e in dist.entry_points))\n")
+    ran = subprocess.run([sys.executable, "-c", check], capture_output=True, text=True, timeout=120,
+                         env=dict(os.environ, PYTHONPATH=str(target)), cwd=tmp_path)
+    assert ran.returncode == 0, ran.stderr[-2000:]
+    assert "('vllm.endpoint_plugins', 'arc', 'arc_vllm.serving.plugin:ArcEndpoint')" in ran.stdout
+    assert "('vllm.general_plugins', 'arc', 'arc_vllm.serving.plugin:register')" in ran.stdout
