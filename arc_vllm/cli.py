@@ -6,6 +6,8 @@
     arc-vllm bench longbench --data data.json --backend vllm|openai [...] --out DIR
     arc-vllm report DIR         summary.json, tables.md, accuracy.png from DIR/results.jsonl
     arc-vllm cost DIR           roofline tables (cost.json, cost.md, hbm_*.png)
+    arc-vllm profile [--engine vllm|torch] [--model M] [--trace results.jsonl] --out DIR
+                                the roofline checked against the engine on this machine
     arc-vllm prepare-model      convert the embedded default model once (set-up does this)
 
 Run ``arc-vllm --help`` or ``arc-vllm replay --help``.
@@ -199,6 +201,8 @@ def main(argv: list[str] | None = None) -> int:
     cost.add_argument("--agent-generated-tokens", type=int, default=None,
                       help="take every agent call to generate N tokens (what-if: the scripted agent "
                            "writes only its action; a model writes its reasoning too)")
+    commands.add_parser("profile", add_help=False, help="measure the engine beside the roofline "
+                        "(profile.json, profile.md, decode.png; see profile --help)")
     commands.add_parser("prepare-model", help="prepare the embedded default model")
     commands.add_parser("serve", help="vLLM's OpenAI server with ARC sessions "
                         "(arc-vllm serve [MODEL] [--arc-...] [vllm options]; see serve --help)",
@@ -209,6 +213,10 @@ def main(argv: list[str] | None = None) -> int:
         from arc_vllm.serving.launcher import main as serve_main
 
         return serve_main(argv[1:])
+    if argv[:1] == ["profile"]:
+        from arc_vllm.cost.profile import main as profile_main
+
+        return profile_main(argv[1:])
     args = parser.parse_args(argv)
 
     if args.command == "bench":

@@ -49,6 +49,12 @@ class Hardware:
         entry = spec("hardware", name)
         return cls(name, entry["hbm_gb"] * 1e9, entry["bandwidth_tb_s"] * 1e12, entry["bf16_tflops"] * 1e12)
 
+    @classmethod
+    def measured(cls, calibration: dict) -> "Hardware":
+        """The machine as ``cost.calibrate`` measured it."""
+        return cls(calibration["device"], calibration["memory_bytes"],
+                   calibration["copy_bytes_per_s"], calibration["flops_per_s"])
+
 
 @dataclass(frozen=True)
 class Model:
@@ -77,6 +83,47 @@ class Model:
     def prefill_flops(self, prompt_tokens: int) -> float:
         attention = 2 * self.layers * prompt_tokens ** 2 * self.attention_heads * self.head_size
         return 2 * self.parameters * prompt_tokens + attention
+
+    @classmethod
+    def from_folder(cls, folder: str | Path, dtype_bytes: int = 2) -> "Model":
+        """A Hugging Face model folder: shapes from config.json, parameters counted from the
+        safetensors headers (tied embeddings counted once, as they are read once a step)."""
+        folder = Path(folder)
+        config = json.loads((folder / "config.json").read_text())
+        parameters = 0
+        for path in folder.glob("*.safetensors"):
+            with open(path, "rb") as handle:
+                header = json.loads(handle.read(int.from_bytes(handle.read(8), "little")))
+            parameters += sum(math.prod(entry["shape"]) for name, entry in header.items()
+                              if name != "__metadata__")
+        heads = config["num_attention_heads"]
+        return cls(folder.name, float(parameters), config["num_hidden_layers"], heads,
+                   config.get("num_key_value_heads", heads),
+                   config.get("head_dim") or config["hidden_size"] // heads, dtype_bytes)
+
+
+def decode_step_bytes(model: Model, context: float, batch: int) -> float:
+    """Bytes one decode step reads: the weights once, each sequence's KV."""
+    return model.weight_bytes + batch * context * model.kv_bytes_per_token
+
+
+def decode_step_flops(model: Model, context: float, batch: int) -> float:
+    """FLOPs of one decode step: 2 per parameter per token, and QK^T plus PV over the context."""
+    return batch * (2 * model.parameters
+                    + 4 * model.layers * model.attention_heads * model.head_size * context)
+
+
+def decode_step_seconds(model: Model, hardware: Hardware, context: float, batch: int) -> dict:
+    """The roofline of one decode step: the slower of moving its bytes and doing its FLOPs."""
+    memory_s = decode_step_bytes(model, context, batch) / hardware.bandwidth_bytes_s
+    compute_s = decode_step_flops(model, context, batch) / hardware.flops
+    return {"predicted_s": max(memory_s, compute_s), "memory_s": memory_s, "compute_s": compute_s,
+            "bound": "memory" if memory_s >= compute_s else "compute"}
+
+
+def prefill_seconds(model: Model, hardware: Hardware, prompt_tokens: int) -> float:
+    return max(model.prefill_flops(prompt_tokens) / hardware.flops,
+               model.weight_bytes / hardware.bandwidth_bytes_s)
 
 
 @dataclass(frozen=True)

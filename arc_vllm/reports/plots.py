@@ -1,7 +1,8 @@
 """PNG plots next to the tables: accuracy per method (error bars: SD over seeds) and HBM
 traffic per success (from the roofline). matplotlib with the Agg backend (no display).
 
-Written by ``arc-vllm report DIR`` (accuracy.png) and ``arc-vllm cost DIR`` (hbm_*.png).
+Written by ``arc-vllm report DIR`` (accuracy.png), ``arc-vllm cost DIR`` (hbm_*.png) and
+``arc-vllm profile`` (decode.png).
 """
 
 from __future__ import annotations
@@ -53,3 +54,26 @@ def plot_hbm(groups: dict[str, dict[str, float]], path: Path) -> Path:
     methods = sorted({m for values in groups.values() for m in values})
     return _bars({label: {m: (v, 0.0) for m, v in values.items()} for label, values in groups.items()},
                  methods, "decode HBM traffic per success (TB)", path)
+
+
+def plot_decode(cells: list[dict], path: Path, title: str) -> Path:
+    """Decode step time against context, per batch: measured (points) and roofline (lines)."""
+    plt = _pyplot()
+    figure, axes = plt.subplots(figsize=(6.5, 4.2))
+    for index, batch in enumerate(sorted({cell["batch"] for cell in cells})):
+        chosen = sorted((c for c in cells if c["batch"] == batch), key=lambda c: c["context_tokens"])
+        color = f"C{index}"
+        xs = [c["context_tokens"] for c in chosen]
+        axes.plot(xs, [1e3 * c["measured_s"] for c in chosen], "o-", color=color,
+                  label=f"batch {batch} measured")
+        axes.plot(xs, [1e3 * c["predicted_s"] for c in chosen], "--", color=color,
+                  label=f"batch {batch} roofline")
+    axes.set_xscale("log", base=2)
+    axes.set_xlabel("context tokens")
+    axes.set_ylabel("decode step (ms)")
+    axes.set_title(title, fontsize=9)
+    axes.legend(fontsize=7)
+    figure.tight_layout()
+    figure.savefig(path, dpi=120)
+    plt.close(figure)
+    return path

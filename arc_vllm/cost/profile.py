@@ -1,0 +1,216 @@
+"""``arc-vllm profile``: the roofline checked against a real engine on this machine.
+
+    arc-vllm profile --out runs/profile                         # vLLM, the embedded model
+    arc-vllm profile --trace runs/niah-model/results.jsonl --out runs/profile-trace
+    arc-vllm profile --engine torch --model Qwen3-8B --out DIR   # a GPU with torch, no vLLM
+
+1. Calibrates the device (``cost.calibrate``): copy bandwidth, matmul FLOP/s, memory. On a CPU
+   the roofline is instantiated with these figures; on a GPU with the datasheet figures of
+   ``specs.json`` (``--hardware auto`` reads the device name), the measured ones beside them.
+2. Measures decode step time per (context, batch) cell, prefill time per prompt length, the KV
+   bytes held per token and peak memory: on vLLM (``cost.engine_vllm``) or as plain torch
+   steps with a spec'd model's shapes (``cost.engine_torch``).
+3. Compares every cell with the roofline for the same shape, and fits decode time against L
+   and against 1/batch (``cost.comparison``).
+4. With ``--trace``, replays a sample of a benchmark's recorded calls per method
+   (``cost.trace``).
+5. Reads DRAM traffic with ``ncu`` or ``rocprofv3`` when one is on PATH (torch engine on a
+   GPU); otherwise says "not measured" and gives the bytes implied by time x bandwidth.
+
+Writes DIR/profile.json, DIR/profile.md and DIR/decode.png. ``python -m arc_vllm.cost.profile``
+is the same command (the GPU check runs it without installing the project).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import shutil
+import sys
+from pathlib import Path
+
+from arc_vllm.cost.calibrate import calibrate, peak_memory_bytes
+from arc_vllm.cost.comparison import compare_cells, fits, within
+from arc_vllm.cost.profile_report import markdown
+from arc_vllm.cost.roofline import SPECS, Hardware, Model, decode_step_bytes, prefill_seconds
+
+DEFAULT_CONTEXTS = (256, 1024, 2048, 4096, 8192)
+DEFAULT_BATCHES = (1, 4, 16)
+
+
+def hardware_for(choice: str, calibration: dict, device: str) -> tuple[Hardware, str]:
+    """The roofline's machine and where its figures come from."""
+    if choice == "cpu" or (choice == "auto" and device == "cpu"):
+        return Hardware.measured(calibration), "measured (calibration)"
+    if choice == "auto":
+        named = [name for name in SPECS["hardware"] if name.lower() in calibration["device"].lower()]
+        if not named:
+            return Hardware.measured(calibration), "measured (no datasheet for this device)"
+        choice = named[0]
+    return Hardware.named(choice), f"datasheet ({SPECS['hardware'][choice]['source']})"
+
+
+def model_for(name: str | None, engine: str, device: str) -> tuple[str, Model]:
+    """(what the engine loads, the roofline's model)."""
+    if name is None:
+        if engine == "torch":
+            name = "Qwen3-8B" if device != "cpu" else "SmolLM2-135M-Instruct"
+        else:
+            from arc_vllm.model_prep import default_model_dir
+
+            name = str(default_model_dir(require=True))
+    if Path(name).is_dir():
+        return name, Model.from_folder(name)
+    if engine == "vllm":
+        raise SystemExit(f"--model {name}: the vLLM engine needs a model folder")
+    return name, Model.named(name)
+
+
+def traffic_counters(model_name: str, cells: list[dict], device: str) -> dict:
+    """DRAM bytes per decode step from ncu/rocprofv3 around the torch step, where present."""
+    from arc_vllm.cost.counters import measure_traffic
+
+    tool = shutil.which("ncu") or shutil.which("rocprofv3")
+    if device == "cpu" or tool is None:
+        return {"measured": False, "reason": "not measured: no ncu or rocprofv3 on PATH"
+                if device != "cpu" else "not measured: no DRAM counters are read on CPU"}
+    return measure_traffic(tool, model_name, cells)
+
+
+def progress(cell: dict) -> None:
+    print(f"[profile] context {cell['nominal_context']} batch {cell['batch']}: "
+          f"{1e3 * cell['measured_s']:.1f} ms per decode step", file=sys.stderr, flush=True)
+
+
+def profile(engine: str = "vllm", model_name: str | None = None, hardware_choice: str = "auto",
+            contexts=DEFAULT_CONTEXTS, batches=DEFAULT_BATCHES, steps: int = 6,
+            trace: str | None = None, trace_calls: int = 8, kv_cache_gib: float | None = None) -> dict:
+    import torch
+
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    calibration = calibrate(device)
+    hardware, hardware_source = hardware_for(hardware_choice, calibration, device)
+    loaded, model = model_for(model_name, engine, device)
+    cells, prefill, kv = [], [], {}
+    rows = []
+    if trace:
+        from arc_vllm.cost.report import calls_of
+        from arc_vllm.reports.summary import load_results
+
+        rows = load_results(Path(trace))
+        longest = max((call.prompt_tokens + call.generated_tokens for call in calls_of(rows)), default=0)
+    if engine == "vllm":
+        from arc_vllm.cost.engine_vllm import EngineProbe
+
+        if kv_cache_gib is None:  # room for the largest cell, and a margin
+            need = max(batches) * (max(contexts) + 512) * model.kv_bytes_per_token
+            kv_cache_gib = max(1, math.ceil(1.25 * need / 2 ** 30))
+        probe = EngineProbe(loaded, max(max(contexts), longest if trace else 0), max(batches),
+                            kv_cache_gib)
+        for context in contexts:
+            prefill.append({"prompt_tokens": context, "measured_s": probe.prefill_seconds(context),
+                            "predicted_s": prefill_seconds(model, hardware, context)})
+            for cell in probe.decode_cells(context, batches, steps):
+                cells.append(cell)
+                progress(cell)
+        largest = max(cells, key=lambda c: c["context_tokens"] * c["batch"])
+        kv = {"measured_bytes_per_token": probe.kv_bytes_per_token(largest["kv"]),
+              "model_bytes_per_token": model.kv_bytes_per_token, "block_bytes": probe.block_bytes(),
+              "block_size": probe.block_size(), "at": {"context": largest["nominal_context"],
+                                                       "batch": largest["batch"], **largest["kv"]}}
+        run_call = (lambda call: probe.call_seconds(call.prompt_tokens, call.generated_tokens))
+        max_prompt = probe.max_model_len - 1
+    else:
+        from arc_vllm.cost.engine_torch import TorchDecode
+
+        probe = TorchDecode(model, device)
+        for context in contexts:
+            for batch in batches:
+                cells.append(probe.decode_cell(context, batch, steps))
+                progress(cells[-1])
+        kv = {"measured_bytes_per_token": model.kv_bytes_per_token,
+              "model_bytes_per_token": model.kv_bytes_per_token,
+              "note": "the torch step allocates exactly the model's KV shapes",
+              "torch_weight_bytes": probe.weight_bytes}
+        run_call, max_prompt = None, None
+    compared = compare_cells(cells, model, hardware)
+    for cell in compared:
+        cell["implied_bytes"] = cell["measured_s"] * calibration["copy_bytes_per_s"]
+        cell["model_bytes"] = decode_step_bytes(model, cell["context_tokens"], cell["batch"])
+        # The bandwidth the engine would need to reach for the model's bytes in the measured time.
+        cell["effective_bytes_per_s"] = cell["model_bytes"] / cell["measured_s"]
+        cell.pop("kv", None)
+    result = {"engine": engine, "device": device, "model": model.__dict__, "loaded": loaded,
+              "calibration": calibration, "hardware": dict(hardware.__dict__, source=hardware_source),
+              "decode": compared, "prefill": prefill, "fit": fits(compared, model, hardware),
+              "kv_bytes": kv, "peak_memory_bytes": peak_memory_bytes(device),
+              "traffic": traffic_counters(loaded, compared, device) if engine == "torch" else
+              {"measured": False, "reason": "not measured: counters are read around the torch step"}}
+    ratios = [cell["ratio"] for cell in compared]
+    result["targets"] = {"ratios_within_0.67_1.5": within(ratios),
+                         "cells_within": sum(within([r]) for r in ratios), "cells": len(ratios),
+                         "fit_r2_at_least_0.9": result["fit"]["r2"] >= 0.9}
+    if trace:
+        if run_call is None:
+            raise SystemExit("--trace needs the vLLM engine (prefill and decode of real calls)")
+        from arc_vllm.cost.trace import replay_trace
+
+        result["trace"] = dict(replay_trace(rows, run_call, model, hardware, trace_calls, max_prompt),
+                               file=str(trace))
+    return result
+
+
+def write(result: dict, out: Path) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "profile.json").write_text(json.dumps(result, indent=1))
+    (out / "profile.md").write_text(markdown(result))
+    try:
+        from arc_vllm.reports.plots import plot_decode
+
+        plot_decode(result["decode"], out / "decode.png",
+                    f"{result['model']['name']} on {result['calibration']['device']} ({result['engine']})")
+    except ImportError as error:  # a GPU machine without matplotlib still gets the JSON
+        (out / "decode.png.missing").write_text(f"no plot: {error}\n")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="arc-vllm profile", description=__doc__.splitlines()[0])
+    parser.add_argument("--engine", choices=("vllm", "torch"), default="vllm",
+                        help="vllm: the real engine; torch: plain torch decode steps with a spec'd "
+                             "model's shapes (a GPU without vLLM)")
+    parser.add_argument("--model", default=None, help="model folder, or (torch) a name from "
+                        "cost/specs.json; default: the embedded model (torch on a GPU: Qwen3-8B)")
+    parser.add_argument("--hardware", default="auto", help="auto, cpu, or a name from cost/specs.json")
+    parser.add_argument("--contexts", default="256,1024,2048,4096,8192", help="decode contexts L")
+    parser.add_argument("--batches", default="1,4,16", help="decode batch sizes")
+    parser.add_argument("--steps", type=int, default=6, help="decode steps timed per cell (median)")
+    parser.add_argument("--trace", default=None, help="a benchmark's results.jsonl to replay")
+    parser.add_argument("--trace-calls", type=int, default=8, help="calls replayed per method")
+    parser.add_argument("--out", default="runs/profile")
+    args = parser.parse_args(argv)
+    try:
+        contexts = [int(v) for v in args.contexts.split(",") if v]
+        batches = [int(v) for v in args.batches.split(",") if v]
+    except ValueError:
+        parser.error("--contexts and --batches: comma-separated integers")
+    if not contexts or not batches or min(contexts + batches) < 1 or args.steps < 1:
+        parser.error("--contexts, --batches and --steps must be positive")
+    if args.trace and not os.path.isfile(args.trace):
+        parser.error(f"--trace: no such file {args.trace}")
+    for key, value in (("HF_HUB_OFFLINE", "1"), ("VLLM_NO_USAGE_STATS", "1"), ("DO_NOT_TRACK", "1")):
+        os.environ.setdefault(key, value)
+    try:
+        result = profile(args.engine, args.model, args.hardware, contexts, batches, args.steps,
+                         args.trace, args.trace_calls)
+    except ValueError as error:
+        parser.error(str(error))
+    write(result, Path(args.out))
+    print(markdown(result))
+    print(f"wrote {os.path.join(args.out, 'profile.json')}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
