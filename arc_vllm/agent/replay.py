@@ -23,6 +23,7 @@ import time
 from pathlib import Path
 
 from arc_vllm.agent.importers import read_all
+from arc_vllm.agent.kv_spans import reusable_spans
 from arc_vllm.agent.trajectory import Trajectory
 from arc_vllm.core.commands import parse_commands
 from arc_vllm.core.config import ArcConfig
@@ -63,10 +64,13 @@ def replay_one(trajectory: Trajectory, config: ArcConfig, counter) -> dict:
         view = context.render()
         elapsed_ms = (time.perf_counter() - started) * 1000
         token_ids = counter.prompt_token_ids(view.messages)
+        hit = reusable_prefix_tokens(previous_ids, token_ids)
+        spans = reusable_spans(previous_ids, token_ids, hit)
         calls.append({"step": context.step + 1, "prompt_tokens": view.tokens,
                       "full_context_tokens": full_tokens, "compacted": view.compacted,
                       "render_ms": round(elapsed_ms, 3), "components": view.components,
-                      "prefix_reusable_tokens": reusable_prefix_tokens(previous_ids, token_ids)})
+                      "prefix_reusable_tokens": hit, "kv_claimable_tokens": spans["claimable"],
+                      "kv_relocatable_tokens": spans["relocatable"]})
         previous_ids = token_ids
         started = time.perf_counter()
         if step.style == REACT and parse_commands(step.action):
@@ -94,7 +98,8 @@ def replay_one(trajectory: Trajectory, config: ArcConfig, counter) -> dict:
 def summarize(results: list[dict], config: ArcConfig, tokenizer: str, errors: list[str],
               skipped: list[dict] = ()) -> dict:
     calls = [call for result in results for call in result["calls"]]
-    compaction_ms = [call["render_ms"] for call in calls if call["compacted"]]
+    compacted = [call for call in calls if call["compacted"]]
+    compaction_ms = [call["render_ms"] for call in compacted]
     render_ms = [call["render_ms"] for call in calls]
     budget = config.input_budget_tokens
     return {
@@ -114,6 +119,13 @@ def summarize(results: list[dict], config: ArcConfig, tokenizer: str, errors: li
         "full_context_prompt_tokens_total": sum(call["full_context_tokens"] for call in calls),
         "prefix_reusable_tokens_total": sum(call["prefix_reusable_tokens"] for call in calls),
         "prefix_block_tokens": PREFIX_BLOCK_TOKENS,
+        # Beyond the prefix cache, on the calls right after a compaction (agent.kv_spans): what a
+        # KV connector could claim under vLLM's interface, and what any placement could reuse.
+        "compaction_calls": len(compacted),
+        "compaction_prompt_tokens": sum(call["prompt_tokens"] for call in compacted),
+        "compaction_prefix_cached_tokens": sum(call["prefix_reusable_tokens"] for call in compacted),
+        "compaction_kv_claimable_tokens": sum(call["kv_claimable_tokens"] for call in compacted),
+        "compaction_kv_relocatable_tokens": sum(call["kv_relocatable_tokens"] for call in compacted),
         "compaction_ms_p50": round(percentile(compaction_ms, 0.5), 3),
         "compaction_ms_p99": round(percentile(compaction_ms, 0.99), 3),
         "render_ms_p50": round(percentile(render_ms, 0.5), 3),
