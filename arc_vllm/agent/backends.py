@@ -138,12 +138,24 @@ class OpenAIBackend:
 
     def __init__(self, base_url: str, model: str | None = None, *, api_key: str = "EMPTY",
                  temperature: float = 0.0, seed: int = 0, timeout: float = 600):
-        from openai import OpenAI
-
-        self.client = OpenAI(base_url=base_url, api_key=api_key, timeout=timeout, max_retries=0)
+        self.base_url, self.api_key, self.timeout = base_url, api_key, timeout
+        self.client = self.connect()
         self.model = model or self.client.models.list().data[0].id
         self.temperature = temperature
         self.seed = seed
+
+    def connect(self):
+        from openai import OpenAI
+
+        return OpenAI(base_url=self.base_url, api_key=self.api_key, timeout=self.timeout, max_retries=0)
+
+    # Shipped to Ray workers (``bench --ray``) without its connection; each opens its own.
+    def __getstate__(self) -> dict:
+        return {key: value for key, value in self.__dict__.items() if key != "client"}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self.client = self.connect()
 
     def complete(self, messages: list[dict], max_tokens: int, json_schema: dict | None = None,
                  regex: str | None = None) -> Completion:

@@ -100,13 +100,22 @@ def check_methods(methods: list[str], backend, model_agent: bool = False) -> Non
                          "engine) or --backend openai --base-url URL")
 
 
+def on_threads(attempt, plan: list[tuple], concurrency: int):
+    with ThreadPoolExecutor(max_workers=max(1, concurrency)) as pool:
+        futures = [pool.submit(attempt, *item) for item in plan]
+        for future in as_completed(futures):
+            yield future.result()
+
+
 def run(out: str | Path, *, benchmark: str, methods: list[str], seeds: list[int], tasks: int,
         settings: list[Setting], make_task, make_config, make_agent, counter, backend=None,
-        concurrency: int = 1, max_calls: int = 60, extra: dict | None = None) -> Path:
+        concurrency: int = 1, max_calls: int = 60, extra: dict | None = None,
+        ray_address: str | None = None) -> Path:
     """Run what is not in DIR/results.jsonl yet; returns the results path.
 
     ``make_task(seed, index, setting)``, ``make_config(setting)`` (an ArcConfig),
-    ``make_agent(task, policy)`` (a fresh agent per episode)."""
+    ``make_agent(task, policy)`` (a fresh agent per episode). With ``ray_address`` every
+    attempt is a Ray task (``agent.ray_bench``) instead of a thread."""
     from tqdm import tqdm
 
     check_methods(methods, backend, model_agent=extra is not None and extra.get("agent") == "model")
@@ -116,7 +125,12 @@ def run(out: str | Path, *, benchmark: str, methods: list[str], seeds: list[int]
     done = done_attempts(results)
     plan = [(method, setting, seed, index) for setting in settings for method in methods
             for seed in seeds for index in range(tasks) if (method, setting.label, seed, index) not in done]
-    counter = LockedCounter(counter) if concurrency > 1 else counter
+    from arc_vllm.agent.backends import VllmBackend
+
+    if ray_address is not None and isinstance(backend, VllmBackend):
+        raise ValueError("--ray runs episodes in Ray workers: use --backend openai (an endpoint), "
+                         "not the in-process engine")
+    counter = LockedCounter(counter) if concurrency > 1 and ray_address is None else counter
 
     def attempt(method: str, setting: Setting, seed: int, index: int) -> dict:
         config = make_config(setting)
@@ -138,12 +152,16 @@ def run(out: str | Path, *, benchmark: str, methods: list[str], seeds: list[int]
                 "wall_ms": round((time.perf_counter() - started) * 1000, 1),
                 "context_window": config.context_window, "max_tokens": config.max_tokens, **(extra or {})}
 
+    if ray_address is not None and plan:
+        from arc_vllm.agent.ray_bench import results as on_ray
+
+        finished = on_ray(attempt, plan, ray_address)
+    else:
+        finished = on_threads(attempt, plan, concurrency)
     with open(results, "a", encoding="utf-8") as handle, \
-            tqdm(total=len(plan), desc=benchmark, unit="attempt", file=sys.stderr) as progress, \
-            ThreadPoolExecutor(max_workers=max(1, concurrency)) as pool:
-        futures = [pool.submit(attempt, *item) for item in plan]
-        for future in as_completed(futures):  # only this thread writes
-            handle.write(json.dumps(future.result()) + "\n")
+            tqdm(total=len(plan), desc=benchmark, unit="attempt", file=sys.stderr) as progress:
+        for record in finished:  # only this thread writes
+            handle.write(json.dumps(record) + "\n")
             handle.flush()
             progress.update(1)
     return results

@@ -17,7 +17,8 @@ from arc_vllm.agent import bench, longbench
 def run(out: str, data: str, methods: list[str], seeds: list[int], tasks: int | None, counter, *,
         settings: list[bench.Setting], backend, context_window: int = 4096, max_tokens: int = 512,
         overrides: dict | None = None, concurrency: int = 8, page_chars: int = 3000,
-        agent_max_tokens: int = 128, max_calls: int | None = None, subset: str = "hard") -> dict:
+        agent_max_tokens: int = 128, max_calls: int | None = None, subset: str = "hard",
+        ray_address: str | None = None) -> dict:
     from arc_vllm.agent.model_agent import model_agent
     from arc_vllm.reports.summary import report
 
@@ -32,6 +33,6 @@ def run(out: str, data: str, methods: list[str], seeds: list[int], tasks: int | 
                   items[index], seed, index, page_chars, max_calls),
               make_config=make_config,
               make_agent=lambda task, policy: model_agent(backend, agent_max_tokens, task, policy),
-              counter=counter, backend=backend, concurrency=concurrency,
+              counter=counter, backend=backend, concurrency=concurrency, ray_address=ray_address,
               extra={"agent": "model"})
     return report(out)

@@ -19,7 +19,7 @@ from arc_vllm.agent.scripted import ScriptedAgent
 def run(out: str, methods: list[str], seeds: list[int], tasks: int, counter, *,
         settings: list[bench.Setting], context_window: int = 4096, max_tokens: int = 512,
         overrides: dict | None = None, agent: str = "scripted", backend=None,
-        concurrency: int = 1, agent_max_tokens: int = 128, max_calls: int = 60) -> dict:
+        concurrency: int = 1, agent_max_tokens: int = 128, max_calls: int = 60, ray_address: str | None = None) -> dict:
     from arc_vllm.agent.model_agent import model_agent
     from arc_vllm.reports.summary import report
 
@@ -32,6 +32,6 @@ def run(out: str, methods: list[str], seeds: list[int], tasks: int, counter, *,
               make_config=make_config,
               make_agent=(lambda task, policy: model_agent(backend, agent_max_tokens, task, policy))
               if agent == "model" else lambda task, policy: ScriptedAgent(),
-              counter=counter, backend=backend, concurrency=concurrency, max_calls=max_calls,
+              counter=counter, backend=backend, concurrency=concurrency, ray_address=ray_address, max_calls=max_calls,
               extra={"agent": agent})
     return report(out)
