@@ -16,33 +16,40 @@ def drive(context, history):
     observations = []
     budget = context.config.input_budget_tokens
     for event in history:
-        kind = event[0]
-        if kind == "observe":
-            _, tool, length, seed = event
-            text = make_text(seed, length)
-            context.observe(f"tool{tool} --seed {seed}", text, thought=make_text(seed + 1, 300),
-                            returncode=seed % 3)
-            observations.append(text)
-        elif kind == "repeat" and observations:
-            text = observations[event[1] % len(observations)]
-            context.observe("tool-repeat", text)
-            observations.append(text)
-        elif kind == "recall" and len(context.store):
-            id = context.store.ids()[event[1] % len(context.store)]
-            chunk = f" {event[2]}" if event[2] else ""
-            context.act(f"_recall §{id}{chunk}", thought="let me look again")
-        elif kind == "catalog":
-            context.act("_catalog next" if event[1] else "_catalog page 1")
-        elif kind == "compact":
-            context.compact()
-        elif kind == "overflow":
-            view = context.on_overflow(RuntimeError("prompt too long"))
-            assert view.tokens <= budget
+        overflow_view = apply(context, event, observations)
+        if overflow_view is not None:
+            assert overflow_view.tokens <= budget
         view = context.render()
         # The view's own count, and an independent full encode of the rendered prompt.
         assert view.tokens <= budget
         assert context.counter.inner.count_rendered(context.counter.inner.render(view.messages)) == view.tokens
     return observations
+
+
+def apply(context, event, observations):
+    """One event of a random history; returns the view ``on_overflow`` made, if any."""
+    kind = event[0]
+    if kind == "observe":
+        _, tool, length, seed = event
+        text = make_text(seed, length)
+        context.observe(f"tool{tool} --seed {seed}", text, thought=make_text(seed + 1, 300),
+                        returncode=seed % 3)
+        observations.append(text)
+    elif kind == "repeat" and observations:
+        text = observations[event[1] % len(observations)]
+        context.observe("tool-repeat", text)
+        observations.append(text)
+    elif kind == "recall" and len(context.store):
+        id = context.store.ids()[event[1] % len(context.store)]
+        chunk = f" {event[2]}" if event[2] else ""
+        context.act(f"_recall §{id}{chunk}", thought="let me look again")
+    elif kind == "catalog":
+        context.act("_catalog next" if event[1] else "_catalog page 1")
+    elif kind == "compact":
+        context.compact()
+    elif kind == "overflow":
+        return context.on_overflow(RuntimeError("prompt too long"))
+    return None
 
 
 def check_recall_and_history(context, observations):
@@ -313,3 +320,41 @@ def test_native_tool_calls_stay_tool_calls_and_parallel_calls_one_message(smol):
                              group=999)
     [result] = [m for m in context.render().messages if m.get("tool_call_id") == "big"]
     assert f"§{record.id}" in result["content"] and "(_recall §" in result["content"]
+
+
+@settings(max_examples=15)
+@given(history=histories(80), cut=st.integers(0, 80))
+def test_a_context_rebuilt_from_its_store_and_snapshot_renders_the_same_views(smol, history, cut):
+    """Rebuildable state: a context reopened by another process (its durable store read back,
+    its snapshot through JSON) renders the view the original would, now and at every later
+    step, so a session taken over keeps its prefix-cached KV and its budget."""
+    import json
+    import tempfile
+    from pathlib import Path
+
+    from arc_vllm.core.snapshot import restore, snapshot
+    from arc_vllm.core.store import ObsStore
+
+    config = ArcConfig.for_window(4096, 512)
+    path = Path(tempfile.mkdtemp()) / "store.arc"
+    # The first process: a durable store, closed (its file lock released) after the cut.
+    first = ArcContext(config, smol, task="Find the needle.", store=ObsStore.open(path))
+    # The reference: the same history, never interrupted.
+    original = ArcContext(config, smol, task="Find the needle.")
+    observations, copies = [], []
+    for event in history[:cut]:
+        apply(first, event, copies)
+        first.render()
+        apply(original, event, observations)
+        original.render()
+    state = json.loads(json.dumps(snapshot(first)))
+    first.store.close()
+    rebuilt = restore(config, smol, ObsStore.open(path), first.prefix, first.tools, state)
+    assert rebuilt.render().messages == original.render().messages
+    for event in history[cut:]:
+        apply(original, event, observations)
+        apply(rebuilt, event, copies)
+        mine, theirs = rebuilt.render(), original.render()
+        assert mine.messages == theirs.messages and mine.tokens == theirs.tokens
+    assert rebuilt.store.history() == observations
+    assert rebuilt.num_compactions == original.num_compactions

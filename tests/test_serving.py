@@ -184,8 +184,11 @@ def test_durable_sessions_survive_kill_9(tmp_path):
             turn, signature = tool_turn(index, body)
             messages += turn
             stored[visible_id(signature, body)] = body
-            client.chat.completions.create(model=name, messages=messages, max_tokens=2,
-                                           extra_body={"vllm_xargs": {"arc_session": session["id"]}})
+            reply = client.chat.completions.create(
+                model=name, messages=messages, max_tokens=2,
+                extra_body={"vllm_xargs": {"arc_session": session["id"], "arc_debug": True}})
+        # The last view minus its newest turn: what the next view starts with, restart or not.
+        before = reply.model_extra["arc"]["views"][-1][:-1]
     finally:
         server.kill()
     server = Server(model, tmp_path / "second.log", "--arc-store-dir", str(store_dir)).wait()
@@ -200,9 +203,12 @@ def test_durable_sessions_survive_kill_9(tmp_path):
         turn, signature = tool_turn(9, "after the restart\n")
         response = client.chat.completions.create(
             model=name, messages=messages + turn, max_tokens=2,
-            extra_body={"vllm_xargs": {"arc_session": session["id"]}})
+            extra_body={"vllm_xargs": {"arc_session": session["id"], "arc_debug": True}})
         arc = response.model_extra["arc"]
         assert arc["observations"] == 5  # the resent ones not again
+        # The context came back too (turns, catalog, compaction state): the view is the one
+        # the first server would have sent, earlier turns verbatim where they were.
+        assert arc["views"][0][:len(before)] == before
         # The conversation's size without ARC kept counting from where it was.
         assert arc["prompt_tokens_before_compaction"] > 4 * 50 * 5
     finally:

@@ -97,8 +97,11 @@ async def complete(body: dict, session, serving, raw_request, request_class) -> 
         xargs = dict(body.get("vllm_xargs") or {})
         # vllm_xargs.arc_debug: return each view sent to the engine (for tests and debugging).
         debug = bool(xargs.pop("arc_debug", False))
-        result, loop = await engine_loop(context, request_template(body, xargs, session, tools),
-                                         serving, raw_request, request_class, debug)
+        try:
+            result, loop = await engine_loop(context, request_template(body, xargs, session, tools),
+                                             serving, raw_request, request_class, debug)
+        finally:  # the context after this step's compactions and commands, for a reopening
+            session.save()
         response = result.model_dump(exclude_none=True)
         strip_arc_calls(response)
         compactions = context.num_compactions - compactions

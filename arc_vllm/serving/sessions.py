@@ -6,8 +6,9 @@ before anything can hide it) and persisting itself (``save``).
 
 With a store folder (``--arc-store-dir``) each session lives in ``DIR/<id>/``: ``store.arc``
 (the durable ObsStore, fsync on every append) and ``session.json`` (task prefix, budgets,
-the fingerprints of the messages taken in, the request count and the conversation's size
-without ARC), replaced atomically after each request. On start
+the fingerprints of the messages taken in, the request count, the conversation's size
+without ARC and the context's state: turns, compaction state, catalog, recalled set), replaced
+atomically after each request. On start
 every session found there is opened again, so sessions survive a restart (kill -9 included)
 with every acknowledged observation. Ids are random; an id of one session never resolves in
 another, because each session has its own store.
@@ -27,6 +28,7 @@ from pathlib import Path
 
 from arc_vllm.core.config import ArcConfig
 from arc_vllm.core.context import DEFAULT_SYSTEM, ArcContext
+from arc_vllm.core.snapshot import restore, snapshot
 from arc_vllm.core.store import ObsStore
 from arc_vllm.core.transcript import content_text, take_in
 
@@ -46,7 +48,8 @@ class SessionError(ValueError):
 class Session:
     def __init__(self, id: str, config: ArcConfig, counter, folder: Path | None,
                  prefix: list[dict] | None = None, fingerprints: list[str] | None = None,
-                 full_tokens: int = 0, num_requests: int = 0, tools: list[dict] | None = None):
+                 full_tokens: int = 0, num_requests: int = 0, tools: list[dict] | None = None,
+                 context_state: dict | None = None):
         self.id = id
         self.config = config
         self.counter = counter
@@ -63,18 +66,23 @@ class Session:
         self.context: ArcContext | None = None
         self.num_requests = num_requests
         if prefix:
-            self.start(prefix, tools)
+            self.start(prefix, tools, context_state)
 
-    def start(self, prefix: list[dict], tools: list[dict] | None = None) -> None:
+    def start(self, prefix: list[dict], tools: list[dict] | None = None,
+              context_state: dict | None = None) -> None:
         """Fix the task prefix F at the first request: the client's own prefix messages, with
-        ARC's note on stubs and commands after the client's system prompt."""
+        ARC's note on stubs and commands after the client's system prompt. A reopened session
+        gets its context's state back (``core.snapshot``): the same view as before."""
         messages = [dict(message) for message in prefix] or [{"role": "user", "content": ""}]
         if messages[0]["role"] == "system":
             messages[0]["content"] = f"{messages[0]['content']}\n\n{DEFAULT_SYSTEM}".lstrip()
         else:
             messages.insert(0, {"role": "system", "content": DEFAULT_SYSTEM})
-        self.context = ArcContext(self.config, self.counter, store=self.store, prefix=messages,
-                                  tools=tools)
+        if context_state is not None:
+            self.context = restore(self.config, self.counter, self.store, messages, tools, context_state)
+        else:
+            self.context = ArcContext(self.config, self.counter, store=self.store, prefix=messages,
+                                      tools=tools)
         self.prefix = prefix
 
     def take_in(self, messages: list[dict], tools: list[dict] | None) -> int:
@@ -110,7 +118,8 @@ class Session:
         state = {"id": self.id, "config": self.config.to_dict(),
                  "prefix": self.prefix, "fingerprints": self.fingerprints,
                  "tools": self.context.tools if self.context else None,
-                 "full_tokens": self.full_tokens, "num_requests": self.num_requests}
+                 "full_tokens": self.full_tokens, "num_requests": self.num_requests,
+                 "context": snapshot(self.context) if self.context else None}
         temporary = self.folder / "session.json.tmp"
         temporary.write_text(json.dumps(state))
         os.replace(temporary, self.folder / "session.json")
@@ -148,7 +157,7 @@ class SessionManager:
                     self.sessions[state["id"]] = Session(
                         state["id"], config, counter, folder, state.get("prefix"),
                         state.get("fingerprints"), state.get("full_tokens", 0),
-                        state.get("num_requests", 0), state.get("tools"))
+                        state.get("num_requests", 0), state.get("tools"), state.get("context"))
 
     def config(self, overrides: dict | None) -> ArcConfig:
         overrides = dict(overrides or {})
