@@ -161,3 +161,26 @@ class _no_warning:
 
     def __exit__(self, *exc):
         self._catch.__exit__(*exc)
+
+
+def test_a_released_store_is_taken_back_unchanged_or_reported_changed(tmp_path):
+    """One writer at a time across processes: release hands the file over; reacquire says
+    whether anyone wrote meanwhile (then the caller reads it afresh)."""
+    from arc_vllm.core.store import ObsStore
+
+    path = tmp_path / "store.arc"
+    mine = ObsStore.open(path)
+    mine.append("cat a", "first body", step=1)
+    mine.release()
+    assert mine.reacquire(timeout_s=1)  # nobody wrote: appends continue where they were
+    mine.append("cat b", "second body", step=2)
+    mine.release()
+    theirs = ObsStore.open(path)  # another writer takes it (a second process would)
+    assert theirs.history() == ["first body", "second body"]
+    theirs.append("cat c", "third body", step=3)
+    with pytest.raises(StoreLockedError):
+        mine.reacquire(timeout_s=0.05)  # still held by the other writer
+    theirs.release()
+    assert not mine.reacquire(timeout_s=1)  # changed under it: it must be reopened
+    mine.close()
+    assert ObsStore.open(path).history() == ["first body", "second body", "third body"]

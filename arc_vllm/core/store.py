@@ -235,6 +235,14 @@ class ObsStore:
     def close(self) -> None:
         self.log.close()
 
+    def release(self) -> None:
+        """Let another process open this store's file (a durable store; a no-op in memory)."""
+        self.log.release()
+
+    def reacquire(self, timeout_s: float = 30.0) -> bool:
+        """Take the file back: True if nobody wrote to it meanwhile (see ``FileLog``)."""
+        return self.log.reacquire(timeout_s)
+
     def __enter__(self) -> "ObsStore":
         return self
 

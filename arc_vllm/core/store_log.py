@@ -89,6 +89,12 @@ class MemoryLog:
     def close(self) -> None:
         pass
 
+    def release(self) -> None:
+        pass
+
+    def reacquire(self, timeout_s: float = 30.0) -> bool:
+        return True  # no other process can reach host memory
+
 
 def _string(data: bytes) -> list[bytes]:
     return [LENGTH.pack(len(data)), data]
@@ -115,6 +121,7 @@ class FileLog:
                 raise StoreLockedError(f"{self.path} is open in another process; "
                                        "one store file has one writer") from None
             self._end = self._load()
+            self._inode = os.fstat(self._fd).st_ino
         except BaseException:
             os.close(self._fd)
             raise
@@ -208,6 +215,31 @@ class FileLog:
                 os.fsync(self._fd)
             os.close(self._fd)
             self._fd = -1
+
+    # -- handing the file to another process ---------------------------------------------
+    def release(self) -> None:
+        """Give the file up (synced, its lock released); ``reacquire`` takes it back."""
+        self.close()
+
+    def reacquire(self, timeout_s: float = 30.0) -> bool:
+        """Lock the file again, waiting up to ``timeout_s`` for another process to release it.
+        True when it is as this log left it (same file, same length) and appends continue;
+        False when another process wrote to it (the caller opens it afresh)."""
+        fd = os.open(self.path, os.O_RDWR)
+        deadline = time.monotonic() + timeout_s
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    os.close(fd)
+                    raise StoreLockedError(f"{self.path} stayed open in another process for "
+                                           f"{timeout_s:.0f} s") from None
+                time.sleep(0.01)
+        self._fd = fd
+        status = os.fstat(fd)
+        return status.st_size == self._end and status.st_ino == self._inode
 
 
 def _remaining(parts: list[bytes], skip: int) -> list[bytes]:

@@ -18,6 +18,7 @@ options are parsed and ignored, no route is added, the engine is vLLM's own. Wit
 
     --arc                     serve ARC sessions
     --arc-store-dir DIR       durable sessions (default: host memory)
+    --arc-shared-sessions     several processes serve DIR (one request of a session at a time)
     --arc-max-tokens N        G_max reserved for each completion (default 512)
     --arc-recent-turns N      turns kept verbatim after a compaction
     --arc-recalls-per-step N  r (default 2)
@@ -91,6 +92,10 @@ def add_arc_arguments(parser) -> None:
                        help="serve ARC sessions: bounded views, citations and in-server recall")
     group.add_argument("--arc-store-dir", default=None,
                        help="durable sessions in DIR (default: host memory)")
+    group.add_argument("--arc-shared-sessions", action="store_true", default=False,
+                       help="other processes serve the same --arc-store-dir (API servers, "
+                            "replicas): each request holds its session's lock and picks up "
+                            "what another process changed (implied by --api-server-count > 1)")
     for name, help_text in BUDGET_OPTIONS.items():
         group.add_argument(f"--arc-{name.replace('_', '-')}", type=int, default=None, help=help_text)
 
@@ -149,5 +154,8 @@ class ArcEndpoint:
         model_config = engine_client.model_config
         counter = HFTokenCounter(model_config.tokenizer or model_config.model,
                                  chat_template_text(getattr(args, "chat_template", None)))
+        # vLLM's --api-server-count N runs N API processes: each has its own sessions object,
+        # so they must share them through the store folder.
+        shared = args.arc_shared_sessions or (getattr(args, "api_server_count", None) or 1) > 1
         state.arc_sessions = SessionManager(counter, model_config.max_model_len,
-                                            budgets_from(args), args.arc_store_dir)
+                                            budgets_from(args), args.arc_store_dir, shared=shared)

@@ -23,6 +23,7 @@ from starlette.routing import BaseRoute
 from arc_vllm.core.store import UnknownObservation
 from arc_vllm.serving import metrics
 from arc_vllm.serving.chat import EngineError, as_events, complete
+from arc_vllm.serving.session_lock import SessionBusy
 from arc_vllm.serving.sessions import SessionError
 
 router = APIRouter()
@@ -59,17 +60,23 @@ async def create_session(request: Request):
 @router.get("/v1/arc/sessions/{sid}")
 async def get_session(sid: str, request: Request):
     try:
-        return manager_of(request).get(sid).describe()
+        async with manager_of(request).using(sid) as session:
+            return session.describe()
     except SessionError as exc:
         return error(str(exc), exc.status)
+    except SessionBusy as exc:
+        return error(str(exc), 409, "conflict")
 
 
 @router.delete("/v1/arc/sessions/{sid}")
 async def delete_session(sid: str, request: Request):
     try:
-        manager_of(request).delete(sid)
+        async with manager_of(request).using(sid):
+            manager_of(request).delete(sid)
     except SessionError as exc:
         return error(str(exc), exc.status)
+    except SessionBusy as exc:
+        return error(str(exc), 409, "conflict")
     metrics.refresh(manager_of(request))
     return {"id": sid, "deleted": True}
 
@@ -77,10 +84,12 @@ async def delete_session(sid: str, request: Request):
 @router.get("/v1/arc/sessions/{sid}/observations/{oid}")
 async def get_observation(sid: str, oid: str, request: Request):
     try:
-        session = manager_of(request).get(sid)
-        record = session.store.get(oid)
+        async with manager_of(request).using(sid) as session:
+            record = session.store.get(oid)
     except SessionError as exc:
         return error(str(exc), exc.status)
+    except SessionBusy as exc:
+        return error(str(exc), 409, "conflict")
     except UnknownObservation as exc:
         return error(f"{exc} (session {sid})", 404)
     # The exact stored text; metadata in headers so the body is the observation itself.
@@ -93,16 +102,18 @@ async def get_observation(sid: str, oid: str, request: Request):
 @router.get("/v1/arc/sessions/{sid}/catalog")
 async def get_catalog(sid: str, request: Request, page: int = 1):
     try:
-        session = manager_of(request).get(sid)
+        async with manager_of(request).using(sid) as session:
+            context = session.context
+            if context is None:
+                return {"page": 1, "pages": 1, "text": "", "ids": []}
+            if not 1 <= page <= context.catalog.num_pages:
+                return error(f"page: {page} is not in 1..{context.catalog.num_pages}", 400)
+            return {"page": page, "pages": context.catalog.num_pages,
+                    "ids": context.catalog.page_ids(page), "text": context.catalog.render(page)}
     except SessionError as exc:
         return error(str(exc), exc.status)
-    context = session.context
-    if context is None:
-        return {"page": 1, "pages": 1, "text": "", "ids": []}
-    if not 1 <= page <= context.catalog.num_pages:
-        return error(f"page: {page} is not in 1..{context.catalog.num_pages}", 400)
-    return {"page": page, "pages": context.catalog.num_pages,
-            "ids": context.catalog.page_ids(page), "text": context.catalog.render(page)}
+    except SessionBusy as exc:
+        return error(str(exc), 409, "conflict")
 
 
 class ArcChatRoute(BaseRoute):
@@ -158,11 +169,13 @@ class ArcChatRoute(BaseRoute):
         if not isinstance(sid, str):
             return error("vllm_xargs.arc_session: must be a session id string", 400)
         try:
-            session = app.state.arc_sessions.get(sid)
-            result = await complete(body, session, app.state.openai_serving_chat, request,
-                                    ChatCompletionRequest)
+            async with app.state.arc_sessions.using(sid) as session:
+                result = await complete(body, session, app.state.openai_serving_chat, request,
+                                        ChatCompletionRequest)
         except SessionError as exc:
             return error(str(exc), exc.status)
+        except SessionBusy as exc:
+            return error(str(exc), 409, "conflict")
         except EngineError as exc:
             return JSONResponse(exc.body, exc.status)
         except Exception as exc:  # the engine refused the request's own fields (pydantic)

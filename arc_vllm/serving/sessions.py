@@ -19,6 +19,7 @@ Run ``python -m arc_vllm.serving.sessions DIR`` to list the sessions kept in DIR
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import secrets
@@ -31,6 +32,7 @@ from arc_vllm.core.context import DEFAULT_SYSTEM, ArcContext
 from arc_vllm.core.snapshot import restore, snapshot
 from arc_vllm.core.store import ObsStore
 from arc_vllm.core.transcript import content_text, take_in
+from arc_vllm.serving.session_lock import FileLock
 
 # A session may ask for a smaller window than the server's (a client sized for a smaller
 # model, a benchmark at several windows on one server), never a larger one.
@@ -65,6 +67,7 @@ class Session:
         self.full_tokens = full_tokens  # the conversation's size without ARC, beyond F
         self.context: ArcContext | None = None
         self.num_requests = num_requests
+        self.generation = 0  # session.json writes: how a sharing process sees it is stale
         if prefix:
             self.start(prefix, tools, context_state)
 
@@ -115,7 +118,8 @@ class Session:
     def save(self) -> None:
         if self.folder is None:
             return
-        state = {"id": self.id, "config": self.config.to_dict(),
+        self.generation += 1
+        state = {"id": self.id, "generation": self.generation, "config": self.config.to_dict(),
                  "prefix": self.prefix, "fingerprints": self.fingerprints,
                  "tools": self.context.tools if self.context else None,
                  "full_tokens": self.full_tokens, "num_requests": self.num_requests,
@@ -140,24 +144,35 @@ class Session:
 
 
 class SessionManager:
-    def __init__(self, counter, context_window: int, defaults: dict, store_dir: str | None = None):
+    def __init__(self, counter, context_window: int, defaults: dict, store_dir: str | None = None,
+                 shared: bool = False, lock_timeout_s: float = 60.0):
+        if shared and not store_dir:
+            raise ValueError("shared sessions (several API servers or replicas) need a store "
+                             "folder every process can reach: --arc-store-dir DIR")
         self.counter = counter
         self.context_window = context_window
         self.defaults = defaults
         self.store_dir = Path(store_dir) if store_dir else None
+        self.shared = shared
+        self.lock_timeout_s = lock_timeout_s
         self.sessions: dict[str, Session] = {}
         self.config(None)  # fail at start, not at the first session, if the defaults are bad
         if self.store_dir:
             self.store_dir.mkdir(parents=True, exist_ok=True)
-            for folder in sorted(self.store_dir.iterdir()):
-                state_file = folder / "session.json"
-                if state_file.exists():
-                    state = json.loads(state_file.read_text())
-                    config = ArcConfig(**state["config"])
-                    self.sessions[state["id"]] = Session(
-                        state["id"], config, counter, folder, state.get("prefix"),
-                        state.get("fingerprints"), state.get("full_tokens", 0),
-                        state.get("num_requests", 0), state.get("tools"), state.get("context"))
+            if not shared:  # this process owns every session: open them all now
+                for folder in sorted(self.store_dir.iterdir()):
+                    if (folder / "session.json").exists():
+                        session = self.load(folder)
+                        self.sessions[session.id] = session
+
+    def load(self, folder: Path) -> Session:
+        """A session as its folder holds it (its store read, its context rebuilt)."""
+        state = json.loads((folder / "session.json").read_text())
+        session = Session(state["id"], ArcConfig(**state["config"]), self.counter, folder,
+                          state.get("prefix"), state.get("fingerprints"), state.get("full_tokens", 0),
+                          state.get("num_requests", 0), state.get("tools"), state.get("context"))
+        session.generation = state.get("generation", 0)
+        return session
 
     def config(self, overrides: dict | None) -> ArcConfig:
         overrides = dict(overrides or {})
@@ -185,10 +200,52 @@ class SessionManager:
             folder.mkdir()
         session = Session(id, config, self.counter, folder)
         session.save()
+        if self.shared:
+            session.store.release()
+        self.sessions[id] = session
+        return session
+
+    @contextlib.asynccontextmanager
+    async def using(self, id: str):
+        """The session, for one request. Shared sessions (``shared=True``) are held by one
+        process at a time: this takes the session's file lock (waiting for another process
+        to finish its request), reloads the session if another process changed it since this
+        one last had it, and on leaving releases the store and the lock."""
+        if not self.shared:
+            yield self.get(id)
+            return
+        folder = self.folder_of(id)
+        lock = await asyncio.to_thread(FileLock.take, folder / "session.lock", self.lock_timeout_s)
+        try:
+            session = await asyncio.to_thread(self.check_out, id, folder)
+            try:
+                yield session
+            finally:
+                session.store.release()
+        finally:
+            lock.release()
+
+    def folder_of(self, id: str) -> Path:
+        folder = self.store_dir / id if isinstance(id, str) and id.startswith("sess_") else None
+        if folder is None or "/" in id or not (folder / "session.json").exists():
+            raise SessionError(f"no ARC session {id!r}; create one with POST /v1/arc/sessions", 404)
+        return folder
+
+    def check_out(self, id: str, folder: Path) -> Session:
+        """Under the session's lock: this process's copy if still current, else the folder's."""
+        cached = self.sessions.get(id)
+        generation = json.loads((folder / "session.json").read_text()).get("generation", 0)
+        if cached is not None:
+            unchanged = cached.store.reacquire(self.lock_timeout_s)
+            if unchanged and cached.generation == generation:
+                return cached
+            cached.close()
+        session = self.load(folder)
         self.sessions[id] = session
         return session
 
     def get(self, id: str) -> Session:
+        """A session owned by this process (not shared); shared ones go through ``using``."""
         session = self.sessions.get(id) if isinstance(id, str) else None
         if session is None:
             raise SessionError(f"no ARC session {id!r}; create one with POST /v1/arc/sessions", 404)

@@ -1,0 +1,43 @@
+"""A session's lock across processes: ``flock`` on ``DIR/<id>/session.lock``.
+
+Shared sessions (several API servers, or engine replicas, over one ``--arc-store-dir``) are
+served by one process at a time: the lock is held for the whole request, so two requests of
+one session never interleave, whichever processes they reach. The OS drops the lock when its
+holder dies, so a replica that crashes hands its sessions on without anyone clearing it.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import time
+from pathlib import Path
+
+
+class SessionBusy(TimeoutError):
+    """Another process held the session for longer than the wait allowed."""
+
+
+class FileLock:
+    def __init__(self, fd: int):
+        self.fd = fd
+
+    @classmethod
+    def take(cls, path: Path, timeout_s: float) -> "FileLock":
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        deadline = time.monotonic() + timeout_s
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                return cls(fd)
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    os.close(fd)
+                    raise SessionBusy(f"{path.parent.name}: served by another process for more "
+                                      f"than {timeout_s:.0f} s") from None
+                time.sleep(0.005)
+
+    def release(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)  # closing the descriptor drops its flock
+            self.fd = -1

@@ -1,0 +1,116 @@
+"""Sessions shared by several processes over one ``--arc-store-dir`` (vLLM's
+``--api-server-count N``, engine replicas): one request of a session at a time whichever
+process serves it, any process takes a session over with its full state, nothing acknowledged
+is lost. First two session managers in one process (each lock and store file is opened per
+manager, as two processes would), then two real servers.
+
+    pytest tests/test_shared_sessions.py
+"""
+
+import asyncio
+import json
+import threading
+
+import pytest
+from openai import OpenAI
+
+from arc_vllm.model_prep import prepare_tiny
+from arc_vllm.serving.local import Server
+from arc_vllm.serving.sessions import SessionManager
+
+
+def turn(index: int) -> list[dict]:
+    return [{"role": "assistant", "content": f"step {index}: reading"},
+            {"role": "user", "content": f"observation {index}\n" + f"line {index}\n" * (20 + index)}]
+
+
+def test_shared_sessions_need_a_store_folder(smol):
+    with pytest.raises(ValueError, match="--arc-store-dir"):
+        SessionManager(smol, 4096, {}, None, shared=True)
+
+
+def test_two_managers_take_a_session_over_in_turn_and_never_at_once(smol, tmp_path):
+    first = SessionManager(smol, 4096, {}, str(tmp_path), shared=True, lock_timeout_s=5)
+    second = SessionManager(smol, 4096, {}, str(tmp_path), shared=True, lock_timeout_s=5)
+    session_id = first.create().id
+    messages = [{"role": "system", "content": "Agent."}, {"role": "user", "content": "Find it."}]
+    views = []
+
+    async def step(manager, index):
+        messages.extend(turn(index))
+        async with manager.using(session_id) as session:
+            session.take_in(messages, None)
+            views.append(session.context.render().messages)
+            session.save()
+
+    async def scenario():
+        for index in range(6):  # alternate: each manager picks up what the other wrote
+            await step(first if index % 2 == 0 else second, index)
+        order = []
+
+        async def hold(manager, name):
+            async with manager.using(session_id):
+                order.append(f"{name} in")
+                await asyncio.sleep(0.3)
+                order.append(f"{name} out")
+
+        await asyncio.gather(hold(first, "a"), hold(second, "b"))
+        return order
+
+    order = asyncio.run(scenario())
+    # Every view extends the one before: the state travelled with the session.
+    for earlier, later in zip(views, views[1:]):
+        assert later[:len(earlier)] == earlier
+    assert order in (["a in", "a out", "b in", "b out"], ["b in", "b out", "a in", "a out"])
+    reopened = SessionManager(smol, 4096, {}, str(tmp_path))  # one owner again, e.g. a restart
+    session = reopened.get(session_id)
+    assert session.num_requests == 6 and len(session.store) == 6
+    assert session.context.render().messages == views[-1]
+
+
+@pytest.mark.slow
+def test_two_servers_serve_one_session_with_its_full_state(tmp_path):
+    store = tmp_path / "sessions"
+    model = str(prepare_tiny())
+    servers = [Server(model, tmp_path / f"server{i}.log", "--arc-store-dir", str(store),
+                      "--arc-shared-sessions") for i in range(2)]
+    try:
+        for server in servers:
+            server.wait()
+        clients = [OpenAI(base_url=server.base + "/v1", api_key="none", max_retries=0) for server in servers]
+        name = clients[0].models.list().data[0].id
+        session = clients[0].post("/arc/sessions", body={}, cast_to=object)
+        messages = [{"role": "system", "content": "Agent."}, {"role": "user", "content": "Find it."}]
+        views = []
+        for index in range(6):
+            messages += turn(index)
+            reply = clients[index % 2].chat.completions.create(
+                model=name, messages=messages, max_tokens=2,
+                extra_body={"vllm_xargs": {"arc_session": session["id"], "arc_debug": True}})
+            arc = reply.model_extra["arc"]
+            assert arc["observations"] == index + 1
+            views.append(arc["views"][0])
+        for earlier, later in zip(views, views[1:]):
+            assert later[:len(earlier)] == earlier
+        # The same new turn sent to both servers at once: served one after the other, stored once.
+        messages += turn(6)
+        answers = []
+
+        def send(client):
+            answers.append(client.chat.completions.create(
+                model=name, messages=messages, max_tokens=2,
+                extra_body={"vllm_xargs": {"arc_session": session["id"]}}).model_extra["arc"])
+
+        threads = [threading.Thread(target=send, args=(client,)) for client in clients]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert sorted(answer["observations"] for answer in answers) == [7, 7]
+        described = clients[1].get(f"/arc/sessions/{session['id']}", cast_to=object)
+        assert described["requests"] == 8 and described["observations"] == 7
+    finally:
+        for server in servers:
+            server.stop()
+    state = json.loads((store / session["id"] / "session.json").read_text())
+    assert state["num_requests"] == 8
