@@ -226,20 +226,27 @@ class FileLog:
         True when it is as this log left it (same file, same length) and appends continue;
         False when another process wrote to it (the caller opens it afresh)."""
         fd = os.open(self.path, os.O_RDWR)
-        deadline = time.monotonic() + timeout_s
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() >= deadline:
-                    os.close(fd)
-                    raise StoreLockedError(f"{self.path} stayed open in another process for "
-                                           f"{timeout_s:.0f} s") from None
-                time.sleep(0.01)
+        if not lock_within(fd, timeout_s):
+            os.close(fd)
+            raise StoreLockedError(f"{self.path} stayed open in another process for "
+                                   f"{timeout_s:.0f} s")
         self._fd = fd
         status = os.fstat(fd)
         return status.st_size == self._end and status.st_ino == self._inode
+
+
+def lock_within(fd: int, timeout_s: float) -> bool:
+    """An exclusive ``flock`` on ``fd``, waiting up to ``timeout_s`` for its holder (another
+    process, or another descriptor of the same file); False when it is still held."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return True
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.005)
 
 
 def _remaining(parts: list[bytes], skip: int) -> list[bytes]:

@@ -8,10 +8,10 @@ holder dies, so a replica that crashes hands its sessions on without anyone clea
 
 from __future__ import annotations
 
-import fcntl
 import os
-import time
 from pathlib import Path
+
+from arc_vllm.core.store_log import lock_within
 
 
 class SessionBusy(TimeoutError):
@@ -25,17 +25,11 @@ class FileLock:
     @classmethod
     def take(cls, path: Path, timeout_s: float) -> "FileLock":
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-        deadline = time.monotonic() + timeout_s
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                return cls(fd)
-            except BlockingIOError:
-                if time.monotonic() >= deadline:
-                    os.close(fd)
-                    raise SessionBusy(f"{path.parent.name}: served by another process for more "
-                                      f"than {timeout_s:.0f} s") from None
-                time.sleep(0.005)
+        if not lock_within(fd, timeout_s):
+            os.close(fd)
+            raise SessionBusy(f"{path.parent.name}: served by another process for more "
+                              f"than {timeout_s:.0f} s")
+        return cls(fd)
 
     def release(self) -> None:
         if self.fd >= 0:
