@@ -89,8 +89,12 @@ def _bench(parser, args, argv: list[str]) -> int:
     from arc_vllm.agent.bench import check_methods
     from arc_vllm.core.tokens import load_counter
 
+    if args.ray == "local" and args.backend == "openai":
+        parser.error("--ray without an ADDRESS runs Ray in a network namespace with loopback only, "
+                     "where --base-url cannot be reached: give the cluster's ADDRESS (--ray HEAD:6379) "
+                     "or run without --ray")
     if args.ray == "local":
-        from arc_vllm.agent.ray_bench import run_isolated
+        from arc_vllm.ray_cluster import run_isolated
 
         code = run_isolated(argv)  # the whole run, in a namespace with loopback only
         if code is not None:

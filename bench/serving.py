@@ -17,6 +17,11 @@
    the engine refuses counts as refused (openhands_window condenses and resends, its trigger).
 
     .venv/bin/python bench/serving.py --prefix-only      (part 2 alone, about 3 minutes)
+
+3. Ray Serve (``--ray-replicas 1,2``, alone; writes runs/bench/serving_ray.json): the same load
+   of ARC sessions on plain ``arc-vllm serve`` and through ``arc-vllm serve --ray-replicas N``
+   with session-affine and round-robin routing: affinity (the share of a session's requests on
+   its first replica), the prefix-cache hit rate, throughput, p50/p99, the Ray path's overhead.
 """
 
 from __future__ import annotations
@@ -82,13 +87,18 @@ async def one_conversation(client, model, session_index, turns, arc_session, rec
         if arc:
             record["compactions"] += arc["compactions"]
             record["over_budget"] += arc["view_tokens"] > arc["budget_tokens"]
+            record["prompt_tokens"] += arc["prompt_tokens"]
+            record["cached_tokens"] += arc["cached_prompt_tokens"]
+            if "replica" in arc:
+                record["replicas"].setdefault(session_index, []).append(arc["replica"])
         messages.append({"role": "assistant", "content": response.choices[0].message.content or ""})
 
 
 async def load(server, sessions, turns, with_arc, nonce) -> dict:
     client = AsyncOpenAI(base_url=server.base + "/v1", api_key="none", max_retries=0, timeout=600)
     model = (await client.models.list()).data[0].id
-    record = {"latency": [], "errors": [], "compactions": 0, "over_budget": 0}
+    record = {"latency": [], "errors": [], "compactions": 0, "over_budget": 0, "prompt_tokens": 0,
+              "cached_tokens": 0, "replicas": {}}
     ids = [(await create_session(client))["id"] if with_arc else None for _ in range(sessions)]
     started = time.perf_counter()
     await asyncio.gather(*(one_conversation(client, model, i, turns, ids[i], record, nonce)
@@ -101,7 +111,48 @@ async def load(server, sessions, turns, with_arc, nonce) -> dict:
             "over_budget_views": record["over_budget"], "compactions": record["compactions"],
             "seconds": round(elapsed, 2), "requests_per_s": round(len(latency) / elapsed, 2),
             "p50_ms": round(1000 * statistics.median(latency), 1),
-            "p99_ms": round(1000 * percentile(latency, 0.99), 1)}
+            "p99_ms": round(1000 * percentile(latency, 0.99), 1),
+            "cached_fraction": round(record["cached_tokens"] / record["prompt_tokens"], 3)
+            if record["prompt_tokens"] else None,
+            # Per session, the share of its requests served by the replica of its first one.
+            "affinity": round(statistics.mean(
+                served.count(served[0]) / len(served) for served in record["replicas"].values()), 3)
+            if record["replicas"] else None,
+            "replicas_used": len({r for served in record["replicas"].values() for r in served})}
+
+
+def ray_load(args, model) -> dict:
+    """The load through Ray Serve (``arc-vllm serve --ray-replicas N``) beside plain
+    ``arc-vllm serve``, same sessions and turns: affinity, prefix-cache reuse with
+    session-affine and round-robin routing, throughput and latency."""
+    out = Path(args.out)
+    rows = []
+    options = ("--max-num-seqs", "32", "--max-model-len", "8192")
+    direct = Server(str(model), out.with_suffix(".direct.log"), *options, in_process_engine=False).wait()
+    try:
+        rows.append({"setup": "arc-vllm serve", "replicas": 0, "routing": "-",
+                     **asyncio.run(load(direct, args.sessions, args.turns, True, "direct"))})
+    finally:
+        direct.stop()
+    for replicas in [int(n) for n in args.ray_replicas.split(",") if n]:
+        for routing in ("affinity",) + (("round-robin",) if replicas > 1 else ()):
+            server = Server(str(model), out.with_suffix(f".ray{replicas}-{routing}.log"), *options,
+                            "--ray-replicas", str(replicas), "--ray-routing", routing,
+                            in_process_engine=False)
+            try:
+                server.wait(timeout=900)
+                rows.append({"setup": "--ray-replicas", "replicas": replicas, "routing": routing,
+                             **asyncio.run(load(server, args.sessions, args.turns, True,
+                                                f"ray{replicas}{routing}"))})
+            finally:
+                server.stop()
+    for row in rows:
+        print(f"{row['setup']} {row['replicas']} {row['routing']}: {row['requests']} requests, "
+              f"{row['errors']} errors, {row['requests_per_s']} req/s, p50 {row['p50_ms']} ms, "
+              f"p99 {row['p99_ms']} ms, cached {row['cached_fraction']}, affinity {row['affinity']}, "
+              f"{row['replicas_used']} replicas used")
+    return {"rows": rows, "overhead_p50_ratio_ray1_to_direct":
+            round(rows[1]["p50_ms"] / rows[0]["p50_ms"], 3) if len(rows) > 1 else None}
 
 
 async def prefix_reuse(server, turns, counter) -> dict:
@@ -190,9 +241,20 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=3, help="alternating plain/ARC load rounds")
     parser.add_argument("--out", default="runs/bench/serving.json")
     parser.add_argument("--prefix-only", action="store_true", help="skip the load rounds")
+    parser.add_argument("--ray-replicas", default=None,
+                        help="e.g. 1,2: the load through Ray Serve with that many engine replicas "
+                             "(affinity and round-robin routing) beside plain arc-vllm serve, only")
     args = parser.parse_args()
     model = prepare_tiny()
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    if args.ray_replicas:
+        results = {"model": "arc-tiny-llama (random weights, 2 layers)", "machine_cpus": os.cpu_count(),
+                   "ray": ray_load(args, model)}
+        out = Path(args.out).with_name("serving_ray.json") if args.out == "runs/bench/serving.json" \
+            else Path(args.out)
+        out.write_text(json.dumps(results, indent=1))
+        print(f"wrote {out}")
+        return 0
     server = Server(str(model), Path(args.out).with_suffix(".server.log"), "--max-num-seqs", "32",
                     "--max-model-len", "8192", in_process_engine=False).wait()
     try:

@@ -94,3 +94,16 @@ def test_bench_niah_with_the_model_agent_records_engine_figures(tmp_path, tiny_e
         assert row["agent"] == "model" and 0 < row["calls"] <= 6
         assert row["cached_tokens"] is not None and row["generated_tokens"] > 0
     assert summary["methods"]["arc"]["attempts"] == 1
+
+
+def test_an_openai_backend_travels_to_ray_workers_without_its_connection():
+    """``bench --ray ADDRESS`` ships the backend to workers: pickled without its HTTP client,
+    it opens its own on arrival, to the same endpoint and model."""
+    import pickle
+
+    from arc_vllm.agent.backends import OpenAIBackend
+
+    backend = OpenAIBackend("http://127.0.0.1:9/v1", model="served-model")
+    copy = pickle.loads(pickle.dumps(backend))
+    assert copy.client is not backend.client and str(copy.client.base_url) == "http://127.0.0.1:9/v1/"
+    assert (copy.model, copy.temperature, copy.seed) == ("served-model", backend.temperature, backend.seed)

@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from processes import processes_titled
+
 pytestmark = pytest.mark.slow
 ARC = str(Path(sys.executable).parent / "arc-vllm")
 BENCH = ["bench", "niah", "--methods", "arc,sliding_window", "--seeds", "42,82", "--tasks", "6"]
@@ -51,16 +53,7 @@ def test_ray_results_equal_a_local_run_and_a_rerun_adds_nothing(tmp_path):
 
 def ray_task_workers() -> list[int]:
     """Ray worker processes running an attempt (their title is ``ray::attempt``)."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                title = (entry / "cmdline").read_bytes().split(b"\0")[0]
-            except OSError:
-                continue
-            if title.startswith(b"ray::attempt"):
-                found.append(int(entry.name))
-    return found
+    return processes_titled(b"ray::attempt")
 
 
 def test_a_killed_worker_loses_and_repeats_no_attempt(tmp_path):

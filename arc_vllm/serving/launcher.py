@@ -15,7 +15,8 @@ ARC attached by the plugin. What it adds before handing over:
   which vLLM's platform detection needs (without it the AVX-512 build is loaded). It lives only
   in this process; the engine's spawned processes re-import this module, not ``main``.
 
-Run ``arc-vllm serve --help`` for every option, ARC's group included.
+``--ray-replicas N`` serves the same routes over N engine replicas with Ray Serve
+(``serving.ray_serve``). Run ``arc-vllm serve --help`` for every option, ARC's group included.
 """
 
 from __future__ import annotations
@@ -97,6 +98,10 @@ def vllm_version_shim() -> None:
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    if given(argv, "--ray-replicas"):  # N engine replicas behind one front (serving.ray_serve)
+        from arc_vllm.serving.ray_serve import main as ray_main
+
+        return ray_main(argv)
     set_environment()
     arguments = serve_arguments(argv)
     vllm_version_shim()

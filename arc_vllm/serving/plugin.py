@@ -109,6 +109,10 @@ def budgets_from(args) -> dict:
 def register() -> None:
     """The ``vllm.general_plugins`` entry point. vLLM may call it in several processes and
     more than once; the wrapper is installed once per process."""
+    if os.environ.get("ARC_VLLM_DIE_WITH_PARENT") == "1":  # an engine of a Ray replica
+        from arc_vllm.serving.ray_replica import die_with_parent
+
+        die_with_parent()
     from vllm.engine.arg_utils import EngineArgs
 
     if getattr(EngineArgs.add_cli_args, "arc_wrapped", False):

@@ -1,0 +1,229 @@
+"""``arc-vllm serve --ray-replicas N [--ray-address ADDRESS] [--ray-routing affinity|round-robin]
+[MODEL] [--arc-...] [vllm options]``: ARC sessions over N engine replicas with Ray Serve.
+
+Each replica (``serving.ray_replica``) runs ``arc-vllm serve`` with the same options over one
+shared ``--arc-store-dir`` (a temporary folder unless given) and ``--arc-shared-sessions``. The
+front is the same HTTP surface as ``arc-vllm serve``: every request goes to a replica through a
+Ray Serve handle; a request that names a session (``vllm_xargs.arc_session``, ``X-ARC-Session``
+or the ``/v1/arc/sessions/{sid}`` path) is routed by Ray's ``ConsistentHashRouter`` on that
+id, so a session's requests reach one replica and its prefix-cached KV (``--ray-routing
+round-robin`` spreads them instead, to measure what affinity keeps). When a replica dies, its
+in-flight request answers 503, the ring drops it, and its sessions continue on another replica
+from the shared store; Ray Serve starts a replacement.
+
+Without ``--ray-address`` the cluster is local and runs in a loopback-only network namespace
+(``arc_vllm.ray_cluster``); the front inside listens on a Unix socket, and this process relays
+``--host``:``--port`` (127.0.0.1 by default) to it. With ``--ray-address`` (a cluster you run)
+the front listens on ``--host``:``--port`` itself; ``--arc-store-dir`` must then be a folder
+every node reaches (a shared filesystem).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+FORWARDED_HEADERS = ("content-type", "authorization", "x-arc-session", "accept")
+
+
+def session_of(path: str, headers, body: bytes) -> str | None:
+    """The ARC session a request names, if any."""
+    parts = path.strip("/").split("/")
+    if parts[:3] == ["v1", "arc", "sessions"] and len(parts) > 3:
+        return parts[3]
+    header = headers.get("x-arc-session")
+    try:
+        data = json.loads(body) if body else None
+    except ValueError:
+        data = None
+    if isinstance(data, dict) and isinstance(data.get("vllm_xargs"), dict):
+        sid = data["vllm_xargs"].get("arc_session")
+        if isinstance(sid, str):
+            return sid
+    return header
+
+
+def front_app(replicas, routing: str):
+    """The HTTP front (ASGI): every route of ``arc-vllm serve``, forwarded to a replica."""
+    from starlette.requests import Request
+    from starlette.responses import JSONResponse, Response
+
+    async def app(scope, receive, send):
+        if scope["type"] != "http":
+            return
+        request = Request(scope, receive)
+        body = await request.body()
+        sid = session_of(request.url.path, request.headers, body)
+        handle = replicas.options(session_id=sid) if sid and routing == "affinity" else replicas
+        headers = {key: value for key, value in request.headers.items() if key in FORWARDED_HEADERS}
+        try:
+            status, kind, content = await handle.forward.remote(
+                request.method, request.url.path, request.url.query, headers, body)
+            response = Response(content, status, media_type=kind or None)
+        except Exception as error:  # the replica died under this request (a Ray error)
+            response = JSONResponse({"error": {
+                "message": f"the engine replica serving this request was lost ({type(error).__name__}); "
+                           "retry it: the session continues on another replica",
+                "type": "replica_lost", "code": 503}}, 503)
+        await response(scope, receive, send)
+
+    return app
+
+
+def deploy(serve_arguments: list[str], replicas: int, routing: str, log_dir: str):
+    from ray import serve
+    from ray.serve.config import RequestRouterConfig
+
+    from arc_vllm.serving.ray_replica import EngineReplica
+
+    if routing == "affinity":
+        from ray.serve.experimental.consistent_hash_router import ConsistentHashRouter as router
+        kwargs = {"num_fallback_replicas": max(0, replicas - 1)}
+    else:
+        from ray.serve.experimental.round_robin_router import RoundRobinRouter as router
+        kwargs = {}
+    serve.start(proxy_location="Disabled")
+    deployment = serve.deployment(EngineReplica).options(
+        name="engine", num_replicas=replicas, ray_actor_options={"num_cpus": 0},
+        max_ongoing_requests=256, health_check_period_s=2, health_check_timeout_s=30,
+        graceful_shutdown_timeout_s=10,
+        request_router_config=RequestRouterConfig(request_router_class=router,
+                                                  request_router_kwargs=kwargs))
+    return serve.run(deployment.bind(serve_arguments, log_dir), name="arc", route_prefix=None)
+
+
+def inner_main(argv: list[str]) -> int:
+    """The cluster side: Ray, the replicas and the front (on ``--uds`` or ``--host/--port``)."""
+    parser = argparse.ArgumentParser(prog="arc-vllm serve --ray-replicas (cluster side)")
+    parser.add_argument("--ray-replicas", type=int, required=True)
+    parser.add_argument("--ray-address", default="local")
+    parser.add_argument("--ray-routing", choices=("affinity", "round-robin"), default="affinity")
+    parser.add_argument("--uds", default=None)
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=8000)
+    parser.add_argument("--log-dir", required=True)
+    args, serve_arguments = parser.parse_known_args(argv)
+    import uvicorn
+
+    from arc_vllm.ray_cluster import start
+
+    from ray import serve
+
+    start(args.ray_address)
+    try:
+        replicas = deploy(serve_arguments, args.ray_replicas, args.ray_routing, args.log_dir)
+        app = front_app(replicas, args.ray_routing)
+        if args.uds:
+            uvicorn.run(app, uds=args.uds, log_level="warning")
+        else:
+            uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
+    finally:  # the replicas and their engines go with the front, in bounded time
+        import threading
+
+        import ray
+
+        stopping = threading.Thread(target=serve.shutdown, daemon=True)
+        stopping.start()
+        stopping.join(timeout=20)
+        ray.shutdown()
+        if args.ray_address is None or args.ray_address == "local":
+            from arc_vllm.ray_cluster import kill_session
+
+            kill_session(os.getsid(0))  # this cluster's session: whatever did not stop
+    return 0
+
+
+def relay_app(uds: str):
+    """Host loopback -> the front's Unix socket inside the namespace."""
+    import httpx
+    from starlette.requests import Request
+    from starlette.responses import Response
+
+    client = httpx.AsyncClient(transport=httpx.AsyncHTTPTransport(uds=uds), base_url="http://arc",
+                               timeout=None)
+
+    async def app(scope, receive, send):
+        if scope["type"] != "http":
+            return
+        request = Request(scope, receive)
+        body = await request.body()
+        headers = {key: value for key, value in request.headers.items() if key in FORWARDED_HEADERS}
+        try:
+            response = await client.request(request.method, request.url.path, params=request.url.query,
+                                            headers=headers, content=body)
+            out = Response(response.content, response.status_code,
+                           media_type=response.headers.get("content-type"))
+        except httpx.TransportError:
+            out = Response(b'{"error": {"message": "the Ray front is not up yet", "code": 503}}',
+                           503, media_type="application/json")
+        await out(scope, receive, send)
+
+    return app
+
+
+def main(argv: list[str]) -> int:
+    """``arc-vllm serve --ray-replicas N ...`` as typed (see the module docstring)."""
+    from arc_vllm.serving.launcher import given, serve_arguments
+
+    parser = argparse.ArgumentParser(add_help=False)
+    parser.add_argument("--ray-replicas", type=int, required=True)
+    parser.add_argument("--ray-address", default=None)
+    parser.add_argument("--ray-routing", choices=("affinity", "round-robin"), default="affinity")
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=8000)
+    args, rest = parser.parse_known_args(argv)
+    if args.ray_replicas < 1:
+        raise SystemExit("--ray-replicas: at least 1")
+    work = Path(tempfile.mkdtemp(prefix="arc-vllm-ray-"))
+    if not given(rest, "--arc-store-dir"):
+        if args.ray_address:
+            raise SystemExit("--ray-address: give --arc-store-dir on a filesystem every node reaches")
+        rest += ["--arc-store-dir", str(work / "sessions")]
+    if not given(rest, "--arc-shared-sessions"):
+        rest += ["--arc-shared-sessions"]
+    # The replicas get `arc-vllm serve` arguments: the model and ARC's defaults resolved here.
+    replica_arguments = serve_arguments(rest)[1:]
+    replica_arguments = [a for a in replica_arguments if a != "--arc"]
+    host_arguments = [arg for i, arg in enumerate(replica_arguments)
+                      if arg != "--host" and (i == 0 or replica_arguments[i - 1] != "--host")]
+    common = ["--ray-replicas", str(args.ray_replicas), "--ray-routing", args.ray_routing,
+              "--log-dir", str(work / "logs")]
+    inner = [sys.executable, "-m", "arc_vllm.serving.ray_serve"]
+    if args.ray_address:
+        return subprocess.call(inner + common + ["--ray-address", args.ray_address, "--host", args.host,
+                                                 "--port", str(args.port), *host_arguments])
+    from arc_vllm.ray_cluster import isolated_command, isolated_environment
+
+    uds = str(work / "front.sock")
+    from arc_vllm.serving.ray_replica import die_with_parent
+
+    # Its own session (so that it can be taken down whole), and SIGTERM if this process dies.
+    cluster = subprocess.Popen(isolated_command(inner + common + ["--uds", uds, *host_arguments]),
+                               env=isolated_environment(), start_new_session=True,
+                               preexec_fn=lambda: die_with_parent(15))
+    import uvicorn
+
+    try:
+        print(f"arc-vllm: {args.ray_replicas} replicas starting; serving on http://{args.host}:{args.port} "
+              f"(logs in {work / 'logs'})", file=sys.stderr, flush=True)
+        uvicorn.run(relay_app(uds), host=args.host, port=args.port, log_level="warning")
+    finally:
+        cluster.terminate()
+        try:
+            cluster.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            pass
+        from arc_vllm.ray_cluster import kill_session
+
+        kill_session(cluster.pid)  # the cluster's own session: anything still left of it
+    return 0
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    sys.exit(inner_main(sys.argv[1:]))
