@@ -37,9 +37,9 @@ import os
 
 # --arc-<name> -> the ArcConfig budget it sets
 BUDGET_OPTIONS = {
-    "max_tokens": "G_max: tokens reserved for each completion (default 512)",
+    "max_tokens": "G_max: tokens reserved for each completion (unset: 512)",
     "recent_turns": "turns kept verbatim after a compaction",
-    "recalls_per_step": "r: recalls served per step (default 2)",
+    "recalls_per_step": "r: recalls served per step (unset: 2)",
     "recall_chunk_tokens": "tokens of one recall chunk",
     "recall_budget_chars": "characters of recalled text kept in the view",
     "recall_max_chars": "characters one recall may return",
@@ -91,7 +91,7 @@ def add_arc_arguments(parser) -> None:
     group.add_argument("--arc", action=EnableArc,
                        help="serve ARC sessions: bounded views, citations and in-server recall")
     group.add_argument("--arc-store-dir", default=None,
-                       help="durable sessions in DIR (default: host memory)")
+                       help="durable sessions in DIR (unset: host memory)")
     group.add_argument("--arc-shared-sessions", action="store_true", default=False,
                        help="other processes serve the same --arc-store-dir (API servers, "
                             "replicas): each request holds its session's lock and picks up "
