@@ -7,7 +7,10 @@ tiny model, float32.
     pytest tests/test_cpu_layout.py
 """
 
+import json
 import os
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -16,20 +19,8 @@ from arc_vllm.kernels import compute_cos_sin_cache
 from arc_vllm.kernels.cpu_layout import key_value_views, read_tokens, relocate_kv_cpu, write_tokens
 from arc_vllm.model_prep import prepare_tiny
 
-pytestmark = pytest.mark.slow
 SPAN = list(range(300, 364))  # 64 tokens
 PREFIX = list(range(1000, 1040))  # 40 tokens before the span in the second prompt
-
-
-@pytest.fixture(scope="module")
-def engine():
-    os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
-    from vllm import LLM
-
-    llm = LLM(model=str(prepare_tiny()), enforce_eager=True, max_model_len=1024, dtype="float32",
-              enable_prefix_caching=False, gpu_memory_utilization=0.1)
-    yield llm
-    del llm
 
 
 def prefill(llm, request_id: str, tokens: list[int]) -> torch.Tensor:
@@ -51,37 +42,51 @@ def prefill(llm, request_id: str, tokens: list[int]) -> torch.Tensor:
                          for i in range(len(tokens))], dtype=torch.int64)
 
 
-def test_layer0_kv_moved_by_relocation_equals_the_engines_own(engine):
-    caches = engine.llm_engine.engine_core.engine_core.model_executor.driver_worker.worker.model_runner.kv_caches
+def engine_check() -> dict:
+    """Runs in its own process (``__main__`` below): the engine there is the only one, float32,
+    and the session's shared in-process engine is left alone."""
+    from vllm import LLM
+
+    llm = LLM(model=str(prepare_tiny()), enforce_eager=True, max_model_len=1024, dtype="float32",
+              enable_prefix_caching=False, gpu_memory_utilization=0.1)
+    caches = llm.llm_engine.engine_core.engine_core.model_executor.driver_worker.worker.model_runner.kv_caches
     layer0 = caches[0]
-    first = prefill(engine, "span-at-0", SPAN)
-    second = prefill(engine, "span-at-40", PREFIX + SPAN)
+    first = prefill(llm, "span-at-0", SPAN)
+    second = prefill(llm, "span-at-40", PREFIX + SPAN)
     span_slots = second[len(PREFIX):]
-    moved_key, moved_value = read_tokens(layer0, span_slots)
-    # The layout reading is right: V is position-free, so the span's V is the same in both.
-    _, value_at_0 = read_tokens(layer0, first)
-    assert torch.equal(value_at_0, moved_value)
-    key_at_0, _ = read_tokens(layer0, first)
-    assert not torch.allclose(key_at_0, moved_key, atol=1e-3)  # K carries its position
+    engine_key, engine_value = read_tokens(layer0, span_slots)
+    key_at_0, value_at_0 = read_tokens(layer0, first)
+    result = {"value_same_at_both_positions": torch.equal(value_at_0, engine_value),
+              "key_differs_by_position": (key_at_0 - engine_key).abs().max().item()}
     # Overwrite the second prompt's span with the first prompt's, moved by +40.
-    write_tokens(layer0, span_slots, torch.zeros_like(moved_key), torch.zeros_like(moved_value))
-    config = engine.llm_engine.vllm_config.model_config.hf_config
+    write_tokens(layer0, span_slots, torch.zeros_like(engine_key), torch.zeros_like(engine_value))
+    config = llm.llm_engine.vllm_config.model_config.hf_config
     head_size = config.hidden_size // config.num_attention_heads
     cos_sin = compute_cos_sin_cache(head_size, 1024, base=10000.0)
     delta = torch.full((len(SPAN),), len(PREFIX), dtype=torch.int64)
     relocate_kv_cpu(layer0, first, span_slots, delta, cos_sin, is_neox=True)
     key, value = read_tokens(layer0, span_slots)
-    assert torch.equal(value, moved_value)
-    assert torch.allclose(key, moved_key, atol=1e-5, rtol=1e-5)
-    # Deeper layers differ: there the span's KV depends on the text before it.
-    deeper_first, _ = read_tokens(caches[1], first)
-    deeper_second, _ = read_tokens(caches[1], span_slots)
-    moved_deeper = caches[1].clone()
-    relocate_kv_cpu(moved_deeper, first, span_slots, delta, cos_sin, is_neox=True)
-    assert not torch.allclose(read_tokens(moved_deeper, span_slots)[0], deeper_second, atol=1e-3)
-    engine.llm_engine.abort_request(["span-at-0", "span-at-40"])
-    while engine.llm_engine.has_unfinished_requests():
-        engine.llm_engine.step()
+    result["relocated_value_equal"] = torch.equal(value, engine_value)
+    result["relocated_key_max_error"] = (key - engine_key).abs().max().item()
+    # Deeper layers: the span's KV depends on the text before it, so a move is not exact.
+    moved = caches[1].clone()
+    relocate_kv_cpu(moved, first, span_slots, delta, cos_sin, is_neox=True)
+    result["layer1_key_max_error"] = (read_tokens(moved, span_slots)[0]
+                                      - read_tokens(caches[1], span_slots)[0]).abs().max().item()
+    return result
+
+
+@pytest.mark.slow
+def test_layer0_kv_moved_by_relocation_equals_the_engines_own():
+    done = subprocess.run([sys.executable, __file__], capture_output=True, text=True, timeout=600,
+                          env=dict(os.environ, VLLM_ENABLE_V1_MULTIPROCESSING="0"))
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result["value_same_at_both_positions"]  # the layout is read right: V is position-free
+    assert result["key_differs_by_position"] > 1e-3  # K carries its position
+    assert result["relocated_value_equal"]
+    assert result["relocated_key_max_error"] < 1e-5  # moved K equals the engine's own at p + 40
+    assert result["layer1_key_max_error"] > 1e-3  # and only layer 0 is exact
 
 
 def test_views_are_the_cache_itself():
@@ -93,3 +98,7 @@ def test_views_are_the_cache_itself():
     assert cache[2, 1].reshape(-1)[8 * 32:].view(32, 8)[7].eq(2).all()
     with pytest.raises(ValueError, match="2 \\* head_size"):
         key_value_views(torch.zeros(3, 2, 32, 15))
+
+
+if __name__ == "__main__":
+    print(json.dumps(engine_check()))
