@@ -39,6 +39,12 @@ from arc_vllm.serving.session_lock import FileLock
 BUDGET_FIELDS = {f.name for f in fields(ArcConfig)}
 
 
+def file_stamp(path: Path) -> tuple:
+    """Which file ``path`` is now: each save writes a new one (inode, time, size)."""
+    status = os.stat(path)
+    return status.st_ino, status.st_mtime_ns, status.st_size
+
+
 class SessionError(ValueError):
     """A bad session request: ``status`` is the HTTP status to answer with."""
 
@@ -67,7 +73,9 @@ class Session:
         self.full_tokens = full_tokens  # the conversation's size without ARC, beyond F
         self.context: ArcContext | None = None
         self.num_requests = num_requests
-        self.generation = 0  # session.json writes: how a sharing process sees it is stale
+        # session.json as this process last wrote or read it: a sharing process that finds
+        # another file there (each save replaces it) reloads the session.
+        self.stamp: tuple | None = None
         if prefix:
             self.start(prefix, tools, context_state)
 
@@ -118,8 +126,7 @@ class Session:
     def save(self) -> None:
         if self.folder is None:
             return
-        self.generation += 1
-        state = {"id": self.id, "generation": self.generation, "config": self.config.to_dict(),
+        state = {"id": self.id, "config": self.config.to_dict(),
                  "prefix": self.prefix, "fingerprints": self.fingerprints,
                  "tools": self.context.tools if self.context else None,
                  "full_tokens": self.full_tokens, "num_requests": self.num_requests,
@@ -127,6 +134,7 @@ class Session:
         temporary = self.folder / "session.json.tmp"
         temporary.write_text(json.dumps(state))
         os.replace(temporary, self.folder / "session.json")
+        self.stamp = file_stamp(self.folder / "session.json")
 
     def describe(self) -> dict:
         return {"id": self.id, "observations": len(self.store),
@@ -171,7 +179,7 @@ class SessionManager:
         session = Session(state["id"], ArcConfig(**state["config"]), self.counter, folder,
                           state.get("prefix"), state.get("fingerprints"), state.get("full_tokens", 0),
                           state.get("num_requests", 0), state.get("tools"), state.get("context"))
-        session.generation = state.get("generation", 0)
+        session.stamp = file_stamp(folder / "session.json")
         return session
 
     def config(self, overrides: dict | None) -> ArcConfig:
@@ -234,10 +242,9 @@ class SessionManager:
     def check_out(self, id: str, folder: Path) -> Session:
         """Under the session's lock: this process's copy if still current, else the folder's."""
         cached = self.sessions.get(id)
-        generation = json.loads((folder / "session.json").read_text()).get("generation", 0)
         if cached is not None:
             unchanged = cached.store.reacquire(self.lock_timeout_s)
-            if unchanged and cached.generation == generation:
+            if unchanged and cached.stamp == file_stamp(folder / "session.json"):
                 return cached
             cached.close()
         session = self.load(folder)
