@@ -51,14 +51,15 @@ def replay_trace(rows: list[dict], run_call, model: Model, hardware: Hardware,
         modelled_sample = [call_seconds(call, model, hardware) for call in chosen]
         per_success = successes or math.nan
         mean_measured = sum(measured) / len(measured) if measured else math.nan
+        modelled_total = sum(call_seconds(c, model, hardware) for c in calls)
         out[method] = {
             "attempts": len(attempts), "successes": successes, "calls": len(calls),
             "sampled_calls": len(chosen),
             "sample_measured_over_modelled": sum(measured) / sum(modelled_sample) if chosen else math.nan,
             "measured_s_per_attempt": mean_measured * len(calls) / len(attempts),
-            "modelled_s_per_attempt": sum(call_seconds(c, model, hardware) for c in calls) / len(attempts),
+            "modelled_s_per_attempt": modelled_total / len(attempts),
             "measured_s_per_success": mean_measured * len(calls) / per_success,
-            "modelled_s_per_success": sum(call_seconds(c, model, hardware) for c in calls) / per_success}
+            "modelled_s_per_success": modelled_total / per_success}
     if baseline in out:
         base = out[baseline]
         for figures in out.values():
