@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The prepared GPU check for the KV-cache kernels and the profiler, for a lent GPU machine that
 # has torch and Triton but no vLLM, no network and no install of this project. In under 5
-# minutes it runs the GPU tests (Triton and CUDA against the torch reference), the bandwidth
+# minutes it runs the GPU tests (Triton and CUDA against the torch reference, and the KV-reuse
+# connector's fill on the flash-attn paged layout with both kernels), the bandwidth
 # benchmark, and `arc-vllm profile --engine torch` with Qwen3-8B's shapes (the roofline
 # against measured decode steps, on the datasheet of the H200 or MI300X found by device name),
 # and writes one JSON file: $OUT/gpu_check.json (OUT defaults to runs/gpu_check), with the
@@ -25,7 +26,7 @@ export TRITON_INTERPRET=0 ARC_VLLM_CACHE="${ARC_VLLM_CACHE:-$PWD/runs/cache}" PY
 
 nvidia-smi -L > "$OUT/nvidia-smi.txt" 2>&1
 started=$(date +%s)
-"$PYTHON" -m pytest -q -m gpu tests/test_kernels.py -p no:cacheprovider \
+"$PYTHON" -m pytest -q -m gpu tests/test_kernels.py tests/test_kv_layout.py -p no:cacheprovider \
   --junitxml="$OUT/gpu_tests.xml" > "$OUT/gpu_tests.log" 2>&1
 tests_rc=$?
 "$PYTHON" bench/kernels.py --out "$OUT/bench.json" > "$OUT/bench.log" 2>&1

@@ -1,0 +1,86 @@
+"""The KV-reuse connector's fill, without vLLM: saved K and V placed into a request's slots at new
+positions, on vLLM-CPU's layout and on the GPU's paged (flash-attn) layout. A key saved at
+position p and filled at p + delta must equal the same key rotated straight to p + delta; V is
+copied as is. CPU runs the torch reference; tests marked ``gpu`` run the paged layout on a
+device with the Triton and CUDA kernels (``bench/gpu_check.sh``).
+
+    pytest tests/test_kv_layout.py
+"""
+
+import pytest
+import torch
+
+from arc_vllm.kernels import available_implementations, compute_cos_sin_cache
+from arc_vllm.kernels.kv_layout import LayerCache, slots_of
+from arc_vllm.kernels.rope import rotate
+
+BLOCK, HEADS, HEAD_SIZE, BLOCKS = 16, 2, 64, 12
+# (position in the new prompt, position saved, length): one piece moved right across block
+# boundaries, the next moved left, end to end as the connector claims them.
+PIECES = [(37, 5, 40), (77, 90, 30)]
+BLOCK_IDS = [7, 2, 11, 0, 5, 9, 3]  # the request's blocks, in no particular order
+
+
+def make_cache(layout: str, device: str = "cpu") -> torch.Tensor:
+    if layout == "cpu":
+        return torch.zeros(BLOCKS, HEADS, BLOCK, 2 * HEAD_SIZE, device=device)
+    return torch.zeros(2, BLOCKS, BLOCK, HEADS, HEAD_SIZE, device=device)
+
+
+def saved_prompt(tokens: int = 128):
+    """Unrotated keys and values of a saved prompt, and its keys as the engine stores them."""
+    generator = torch.Generator().manual_seed(0)
+    raw = torch.randn(tokens, HEADS, HEAD_SIZE, generator=generator)
+    value = torch.randn(tokens, HEADS, HEAD_SIZE, generator=generator)
+    cos_sin = compute_cos_sin_cache(HEAD_SIZE, 512)
+    key = rotate(raw, torch.arange(tokens), cos_sin, is_neox=True)
+    return raw, key, value, cos_sin
+
+
+def check_fill(layer: LayerCache, cos_sin: torch.Tensor) -> None:
+    raw, key, value, _ = saved_prompt()
+    layer.fill(key, value, PIECES, BLOCK_IDS, cos_sin.to(layer.tensor.device), is_neox=True)
+    for new, old, length in PIECES:
+        slots = slots_of(BLOCK_IDS, new, length, BLOCK).to(layer.tensor.device)
+        got_key, got_value = layer.read(slots)
+        want = rotate(raw[old:old + length], torch.arange(new, new + length), cos_sin, is_neox=True)
+        torch.testing.assert_close(got_key.cpu(), want, rtol=1e-4, atol=1e-4)
+        assert torch.equal(got_value.cpu(), value[old:old + length])
+
+
+@pytest.mark.parametrize("layout", ["cpu", "paged"])
+def test_fill_places_saved_kv_at_new_positions(layout):
+    _, _, _, cos_sin = saved_prompt()
+    layer = LayerCache(make_cache(layout))
+    check_fill(layer, cos_sin)
+    # Nothing outside the claimed slots is touched.
+    claimed = torch.cat([slots_of(BLOCK_IDS, new, length, BLOCK) for new, _, length in PIECES])
+    others = torch.tensor(sorted(set(range(BLOCKS * BLOCK)) - set(claimed.tolist())))
+    key, value = layer.read(others)
+    assert not key.any() and not value.any()
+
+
+def test_the_two_layouts_hold_the_same_tokens():
+    _, key, value, cos_sin = saved_prompt()
+    cpu, paged = LayerCache(make_cache("cpu")), LayerCache(make_cache("paged"))
+    for layer in (cpu, paged):
+        layer.fill(key, value, PIECES, BLOCK_IDS, cos_sin, is_neox=True)
+    slots = slots_of(BLOCK_IDS, 37, 70, BLOCK)
+    for a, b in zip(cpu.read(slots), paged.read(slots)):
+        assert torch.equal(a, b)
+
+
+def test_a_cache_of_another_shape_is_refused():
+    with pytest.raises(ValueError, match="CPU KV cache"):
+        LayerCache(torch.zeros(4, 2, 16), cpu_layout=True)
+    with pytest.raises(ValueError, match="paged KV cache"):
+        LayerCache(torch.zeros(3, 4, 16, 2, 32))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("impl", ["triton", "cuda"])
+def test_fill_on_the_gpu_paged_layout(impl):
+    if impl not in available_implementations("cuda"):
+        pytest.fail(f"{impl} is not available on this GPU")
+    _, _, _, cos_sin = saved_prompt()
+    check_fill(LayerCache(make_cache("paged", "cuda"), impl=impl), cos_sin)
