@@ -77,11 +77,13 @@ class Loop:
     retries: int = 0
     prompt_tokens: int = 0
     cached_tokens: int = 0
+    warmup_tokens: int = 0
 
 
-async def complete(body: dict, session, serving, raw_request, request_class) -> dict:
+async def complete(body: dict, session, serving, raw_request, request_class, kv_warmup=None) -> dict:
     """Run one ARC step for ``session``; returns the response as a JSON-able dict. Raises
-    ``SessionError`` for a bad request and ``EngineError`` for an engine error."""
+    ``SessionError`` for a bad request and ``EngineError`` for an engine error. ``kv_warmup``
+    (``serving/kv_warmup.py``, with ``--arc-kv-reuse``) runs before each engine call."""
     check_body(body)
     async with session.lock:
         try:
@@ -99,7 +101,8 @@ async def complete(body: dict, session, serving, raw_request, request_class) -> 
         debug = bool(xargs.pop("arc_debug", False))
         try:
             result, loop = await engine_loop(context, request_template(body, xargs, session, tools),
-                                             serving, raw_request, request_class, debug)
+                                             serving, raw_request, request_class, debug,
+                                             kv_warmup and (session.id, kv_warmup))
         finally:  # the context after this step's compactions and commands, for a reopening
             session.save()
         response = result.model_dump(exclude_none=True)
@@ -117,6 +120,7 @@ async def complete(body: dict, session, serving, raw_request, request_class) -> 
             "engine_calls": len(loop.view_tokens), "reactive_retries": loop.retries,
             "prompt_tokens_before_compaction": before_tokens,
             "prompt_tokens": loop.prompt_tokens, "cached_prompt_tokens": loop.cached_tokens,
+            "kv_warmup_tokens": loop.warmup_tokens,
             "observations": len(context.store),
             "arc_ms": round((time.perf_counter() - started) * 1000, 1)}
         if debug:
@@ -138,8 +142,10 @@ def request_template(body: dict, xargs: dict, session, tools) -> dict:
     return template
 
 
-async def engine_loop(context, template: dict, serving, raw_request, request_class, debug: bool):
-    """View -> engine -> (too long? compact, retry) -> (ARC command? serve it, again)."""
+async def engine_loop(context, template: dict, serving, raw_request, request_class, debug: bool,
+                      kv_warmup: tuple | None = None):
+    """View -> (KV reuse: warm-up) -> engine -> (too long? compact, retry) -> (ARC command?
+    serve it, again)."""
     loop = Loop()
     compactions_before = context.num_compactions
     while True:
@@ -150,6 +156,10 @@ async def engine_loop(context, template: dict, serving, raw_request, request_cla
         metrics.VIEW_TOKENS.observe(view.tokens)
         # The engine-side hook counts this session's compactions per request.
         template["vllm_xargs"]["arc_compactions"] = context.num_compactions - compactions_before
+        if kv_warmup:
+            session_id, warmup = kv_warmup
+            template["vllm_xargs"]["arc_kv_recompute"] = warmup.recompute_tokens
+            loop.warmup_tokens += await warmup.before(session_id, view.messages, context.tools)
         result = await serving.create_chat_completion(
             request_class(**template, messages=view.messages), raw_request)
         if not hasattr(result, "choices"):

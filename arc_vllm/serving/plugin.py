@@ -19,6 +19,9 @@ options are parsed and ignored, no route is added, the engine is vLLM's own. Wit
     --arc                     serve ARC sessions
     --arc-store-dir DIR       durable sessions (default: host memory)
     --arc-shared-sessions     several processes serve DIR (one request of a session at a time)
+    --arc-kv-reuse            after a compaction, reuse the last view's KV (serving/kv_connector.py)
+    --arc-kv-reuse-recompute N  recompute the first N tokens of the reused run (default 0)
+    --arc-kv-reuse-host-tokens N  past views' tokens kept in host memory (default 65536)
     --arc-max-tokens N        G_max reserved for each completion (default 512)
     --arc-recent-turns N      turns kept verbatim after a compaction
     --arc-recalls-per-step N  r (default 2)
@@ -64,6 +67,36 @@ class EnableArc(argparse.Action):
         allow_endpoint_plugin()
 
 
+class EnableKVReuse(EnableArc):
+    """``--arc-kv-reuse``: ``--arc``, plus ARC's KV connector (``serving/kv_connector.py``)
+    as ``--kv-transfer-config`` unless one is named."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        super().__call__(parser, namespace, values, option_string)
+        namespace.arc = True
+        if getattr(namespace, "kv_transfer_config", None) is None:
+            from vllm.config import KVTransferConfig
+
+            host_tokens = getattr(namespace, "arc_kv_reuse_host_tokens", None)
+            namespace.kv_transfer_config = KVTransferConfig(**KV_CONNECTOR, kv_connector_extra_config=(
+                {"host_tokens": host_tokens} if host_tokens is not None else {}))
+
+
+class KVReuseHostTokens(argparse.Action):
+    """``--arc-kv-reuse-host-tokens N``: the connector's ``host_tokens`` (see kv_connector.py)."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        setattr(namespace, self.dest, values)
+        config = getattr(namespace, "kv_transfer_config", None)
+        if config is not None and config.kv_connector == KV_CONNECTOR["kv_connector"]:
+            config.kv_connector_extra_config = {**(config.kv_connector_extra_config or {}),
+                                                "host_tokens": values}
+
+
+KV_CONNECTOR = {"kv_connector": "ArcKVConnector", "kv_role": "kv_both",
+                "kv_connector_module_path": "arc_vllm.serving.kv_connector"}
+
+
 def allow_endpoint_plugin() -> None:
     """Name ARC's endpoint plugin in ``VLLM_PLUGINS`` (read when vLLM builds its app). An
     unset ``VLLM_PLUGINS`` means "every plugin" for the other groups, so it becomes the list
@@ -96,6 +129,18 @@ def add_arc_arguments(parser) -> None:
                        help="other processes serve the same --arc-store-dir (API servers, "
                             "replicas): each request holds its session's lock and picks up "
                             "what another process changed (implied by --api-server-count > 1)")
+    group.add_argument("--arc-kv-reuse", action=EnableKVReuse,
+                       help="implies --arc; after a compaction, reuse the KV the engine computed "
+                            "for the session's last view (moved with relocate_kv) instead of "
+                            "recomputing it: fewer prefill tokens, approximate beyond layer 0 "
+                            "(see `arc-vllm bench kv-reuse`)")
+    group.add_argument("--arc-kv-reuse-host-tokens", type=int, default=None, metavar="N",
+                       action=KVReuseHostTokens,
+                       help="with --arc-kv-reuse: tokens of past views kept in host memory over "
+                            "all sessions, oldest session dropped first (default 65536)")
+    group.add_argument("--arc-kv-reuse-recompute", type=int, default=0, metavar="N",
+                       help="with --arc-kv-reuse: recompute the first N tokens of the reused run "
+                            "(selective recomputation; default 0)")
     for name, help_text in BUDGET_OPTIONS.items():
         group.add_argument(f"--arc-{name.replace('_', '-')}", type=int, default=None, help=help_text)
 
@@ -161,5 +206,11 @@ class ArcEndpoint:
         # vLLM's --api-server-count N runs N API processes: each has its own sessions object,
         # so they must share them through the store folder.
         shared = args.arc_shared_sessions or (getattr(args, "api_server_count", None) or 1) > 1
+        if getattr(args, "arc_kv_reuse", False):
+            from arc_vllm.serving.kv_warmup import KVWarmup
+
+            state.arc_kv_warmup = KVWarmup(engine_client, counter,
+                                           engine_client.vllm_config.cache_config.block_size,
+                                           recompute_tokens=args.arc_kv_reuse_recompute)
         state.arc_sessions = SessionManager(counter, model_config.max_model_len,
                                             budgets_from(args), args.arc_store_dir, shared=shared)

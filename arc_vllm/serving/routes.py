@@ -171,7 +171,7 @@ class ArcChatRoute(BaseRoute):
         try:
             async with app.state.arc_sessions.using(sid) as session:
                 result = await complete(body, session, app.state.openai_serving_chat, request,
-                                        ChatCompletionRequest)
+                                        ChatCompletionRequest, getattr(app.state, "arc_kv_warmup", None))
         except SessionError as exc:
             return error(str(exc), exc.status)
         except SessionBusy as exc:

@@ -1,0 +1,106 @@
+"""What the KV-reuse connector claims and where the server's warm-up ends (``agent/kv_spans.py``),
+as properties over random compactions: a view made of the last view's prefix, new text, runs of
+the last view moved, and new text again, in tokens of the embedded model's tokenizer.
+
+    pytest tests/test_kv_claims.py
+"""
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from arc_vllm.agent.kv_spans import claim_pieces, claimed_tokens, index_runs, warmup_boundaries
+
+BLOCK, MIN_RUN = 16, 8
+WORDS = ["status", "ok", "latency", "error", "line", "port", "needle", "ms", "file", "the", "§a1b2",
+         "compaction", "catalog", "recall", "{", "}", "\n", "=", "42", "7", "ARC"]
+
+
+@st.composite
+def compaction(draw, smol):
+    """(last view, compacted view) token ids: F kept, S new, moved runs of the last view, U new."""
+    def text(low, high):
+        return " ".join(draw(st.lists(st.sampled_from(WORDS), min_size=low, max_size=high)))
+
+    earlier = smol.tokenizer(text(60, 400))["input_ids"]
+    keep = draw(st.integers(0, len(earlier)))
+    current = earlier[:keep] + smol.tokenizer(text(0, 40))["input_ids"]
+    for _ in range(draw(st.integers(0, 3))):
+        start = draw(st.integers(0, len(earlier) - 1))
+        current += earlier[start:start + draw(st.integers(1, 200))]
+        current += smol.tokenizer(text(0, 10))["input_ids"]
+    return earlier, current + smol.tokenizer(text(1, 10))["input_ids"]
+
+
+def common_block_prefix(earlier, current):
+    same = 0
+    while same < min(len(earlier), len(current)) and earlier[same] == current[same]:
+        same += 1
+    return same // BLOCK * BLOCK
+
+
+def test_claims_are_end_to_end_copies_of_the_last_view(smol):
+    @given(compaction(smol), st.integers(0, 40))
+    def check(pair, recompute):
+        earlier, current = pair
+        hit = common_block_prefix(earlier, current)
+        pieces = claim_pieces(earlier, index_runs(earlier, MIN_RUN), current, hit, MIN_RUN, recompute)
+        at = hit
+        for new, old, length in pieces:
+            assert new == at and length >= MIN_RUN
+            assert current[new:new + length] == earlier[old:old + length]
+            at += length
+        assert at <= len(current) - 1  # the last prompt token is always computed
+        if pieces and recompute:  # the run began at least `recompute` tokens before the hit
+            _, old, _ = pieces[0]
+            assert old >= recompute and current[hit - recompute:hit] == earlier[old - recompute:old]
+
+    check()
+
+
+def test_warm_up_stages_each_start_the_longest_claim_past_the_last(smol):
+    @given(compaction(smol), st.sampled_from([0, 16]))
+    def check(pair, recompute):
+        earlier, current = pair
+        index = index_runs(earlier, MIN_RUN)
+
+        def claim(at):
+            return claimed_tokens(claim_pieces(earlier, index, current, at, MIN_RUN, recompute))
+
+        boundaries = warmup_boundaries(earlier, current, BLOCK, MIN_RUN, recompute, min_gain=BLOCK)
+        start = common_block_prefix(earlier, current)
+        total = claim(start)
+        for boundary in boundaries:
+            # Past what the stage before claimed (a stage computes at least its last token) ...
+            assert boundary % BLOCK == 0 and start + claim(start) < boundary < len(current) - 1
+            # ... the boundary from which the longest claim starts, worth a block at least.
+            assert claim(boundary) >= BLOCK
+            assert claim(boundary) == max(claim(b) for b in range(
+                (start + claim(start)) // BLOCK * BLOCK + BLOCK, len(current) - 1, BLOCK))
+            total += claim(boundary)
+            start = boundary
+        # Greedy stop: no boundary past the last claim would claim a block.
+        assert all(claim(b) < BLOCK for b in range((start + claim(start)) // BLOCK * BLOCK + BLOCK,
+                                                   len(current) - 1, BLOCK))
+        assert total >= claim(common_block_prefix(earlier, current))
+
+    check()
+
+
+def test_runs_behind_new_text_are_reached_through_warm_up_stages(smol):
+    earlier = smol.tokenizer(" ".join(f"line {n}: status ok" for n in range(120)))["input_ids"]
+    assert len(earlier) > 700
+    new_text = smol.tokenizer("Summary: every line so far was ok. " * 5)["input_ids"]
+    stub = smol.tokenizer("[§a1b2c3d4: cat log 7, 120 lines]")["input_ids"]
+    current = earlier[:64] + new_text + earlier[300:500] + stub + earlier[550:700] + [42]
+    index = index_runs(earlier, MIN_RUN)
+    assert claim_pieces(earlier, index, current, 64, MIN_RUN) == []  # nothing right after the hit
+    first_run = 64 + len(new_text)
+    second_run = first_run + 200 + len(stub)
+    first, second = warmup_boundaries(earlier, current, BLOCK, MIN_RUN, min_gain=BLOCK)
+    # Each stage ends on the first block boundary inside the next run ...
+    assert first == -(-first_run // BLOCK) * BLOCK and second == -(-second_run // BLOCK) * BLOCK
+    # ... so the stage after it claims that run from there.
+    assert claim_pieces(earlier, index, current, first, MIN_RUN)[0] == (first, 300 + first - first_run,
+                                                                       first_run + 200 - first)
+    assert claim_pieces(earlier, index, current, second, MIN_RUN)[0][0] == second
+    assert warmup_boundaries(None, current, BLOCK, MIN_RUN) == []
