@@ -4,6 +4,8 @@
     arc-vllm serve [MODEL] [--arc-...] [vllm serve options]   vLLM with ARC sessions
     arc-vllm bench niah [--methods ...] [--seeds ...] [--tasks N] [--agent scripted|model] --out DIR
     arc-vllm bench longbench --data data.json --backend vllm|openai [...] --out DIR
+    arc-vllm bench kv-reuse [LOGS] [--turns N] [--recompute 0,32] --out DIR
+                                what --arc-kv-reuse saves on compaction turns, and its cost
     arc-vllm report DIR         summary.json, tables.md, accuracy.png from DIR/results.jsonl
     arc-vllm cost DIR           roofline tables (cost.json, cost.md, hbm_*.png)
     arc-vllm profile [--engine vllm|torch] [--model M] [--trace results.jsonl] --out DIR
@@ -163,7 +165,7 @@ def main(argv: list[str] | None = None) -> int:
                              "(default: the embedded model's)")
     replay.add_argument("--out", default="runs/replay", help="output folder (default runs/replay)")
     _add_budget_options(replay)
-    bench = commands.add_parser("bench", help="the paper's benchmarks: niah, longbench")
+    bench = commands.add_parser("bench", help="the paper's benchmarks: niah, longbench; and kv-reuse")
     bench_kinds = bench.add_subparsers(dest="bench", required=True)
     niah = bench_kinds.add_parser("niah", help="Needle-in-a-Haystack (scripted or model agent)")
     niah.add_argument("--agent", default="scripted", choices=["scripted", "model"],
@@ -173,6 +175,8 @@ def main(argv: list[str] | None = None) -> int:
     niah.add_argument("--needle-position", default="first", choices=["first", "random"],
                       help="first (the paper: read early, must survive every compaction) or random "
                            "(a seeded place in the reading order)")
+    bench_kinds.add_parser("kv-reuse", add_help=False, help="what --arc-kv-reuse saves on compaction "
+                           "turns and costs in output (kv_reuse.json; see kv-reuse --help)")
     longbench_parser = bench_kinds.add_parser("longbench", help="LongBench-v2 hard subset (model agent)")
     longbench_parser.add_argument("--data", required=True, help="LongBench-v2 data.json (or JSON Lines)")
     longbench_parser.add_argument("--subset", default="hard", choices=["hard", "all"])
@@ -228,6 +232,10 @@ def main(argv: list[str] | None = None) -> int:
         from arc_vllm.serving.launcher import main as serve_main
 
         return serve_main(argv[1:])
+    if argv[:2] == ["bench", "kv-reuse"]:
+        from arc_vllm.agent.kv_reuse_bench import main as kv_reuse_main
+
+        return kv_reuse_main(argv[2:])
     if argv[:1] == ["profile"]:
         from arc_vllm.cost.profile import main as profile_main
 

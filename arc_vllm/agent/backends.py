@@ -16,6 +16,11 @@
 ``json_schema`` / ``regex`` constrain the output with vLLM's structured outputs (xgrammar,
 works on CPU): a state that must be JSON, an action that must be one of the task's commands.
 
+With ``kv_reuse=True`` the in-process engine runs ARC's KV-reuse connector
+(``serving/kv_connector.py``) and ``complete(..., session=ID)`` does what ``arc-vllm serve
+--arc-kv-reuse`` does: the warm-up (``serving/kv_warmup.py``) and the session on the request,
+so an episode's compacted views reuse its last view's KV (``arc-vllm bench kv-reuse``).
+
 Greedy decoding (temperature 0) by default, so runs repeat. Run ``python -m
 arc_vllm.agent.backends`` for one completion from the embedded model.
 """
@@ -48,7 +53,8 @@ class VllmBackend:
     """``vllm.LLM`` in this process, shared by many threads through one batching worker."""
 
     def __init__(self, model: str | None = None, *, context_window: int = 4096, temperature: float = 0.0,
-                 seed: int = 0, max_num_seqs: int = 16, batch_wait_s: float = 0.02, **engine_args):
+                 seed: int = 0, max_num_seqs: int = 16, batch_wait_s: float = 0.02,
+                 kv_reuse: bool = False, recompute_tokens: int = 0, **engine_args):
         import os
 
         os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")  # one process, fast start
@@ -65,8 +71,17 @@ class VllmBackend:
         self.batch_wait_s = batch_wait_s
         engine = dict(max_model_len=context_window, enforce_eager=True, max_num_seqs=max_num_seqs,
                       seed=seed, enable_prefix_caching=True)
+        if kv_reuse:
+            from arc_vllm.serving.plugin import KV_CONNECTOR
+
+            engine["kv_transfer_config"] = dict(KV_CONNECTOR)
         engine.update(engine_args)
         self.llm = LLM(self.model, **engine)
+        # Sessions reuse KV only while kv_reuse is on (the connector leaves other requests alone).
+        self.kv_reuse = kv_reuse
+        self.recompute_tokens = recompute_tokens
+        self.last_views: dict[str, list[int]] = {}
+        self.warmup_tokens_computed = 0
         self.requests: queue.Queue = queue.Queue()
         self.num_batches = 0
         self.num_requests = 0
@@ -74,20 +89,52 @@ class VllmBackend:
         self.worker.start()
 
     def complete(self, messages: list[dict], max_tokens: int, json_schema: dict | None = None,
-                 regex: str | None = None) -> Completion:
+                 regex: str | None = None, session: str | None = None) -> Completion:
         future: Future = Future()
-        self.requests.put((messages, max_tokens, (json_schema, regex), future, time.perf_counter()))
+        self.requests.put((messages, max_tokens, (json_schema, regex), future, time.perf_counter(),
+                           session))
         return future.result()
 
-    def _params(self, max_tokens: int, constraint: tuple):
+    def _warm_up(self, batch: list[tuple]) -> None:
+        """KV reuse: each session's warm-up stages (``serving/kv_warmup.py``), stage by stage
+        across the batch."""
+        from vllm import SamplingParams, TokensPrompt
+
+        from arc_vllm.agent.kv_spans import warmup_boundaries
+
+        tokenizer = self.llm.get_tokenizer()
+        block_size = self.llm.llm_engine.vllm_config.cache_config.block_size
+        stages = []
+        for messages, *_, session in batch:
+            if session is None:
+                continue
+            tokens = list(tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True))
+            boundaries = warmup_boundaries(self.last_views.get(session), tokens, block_size, 16,
+                                           self.recompute_tokens)
+            self.last_views[session] = tokens
+            stages.append((session, tokens, boundaries))
+        for stage in range(max((len(boundaries) for *_, boundaries in stages), default=0)):
+            todo = [(session, tokens[:boundaries[stage]]) for session, tokens, boundaries in stages
+                    if stage < len(boundaries)]
+            params = [SamplingParams(max_tokens=1, extra_args={
+                "arc_session": session, "arc_kv_save": False, "arc_kv_recompute": self.recompute_tokens})
+                for session, _ in todo]
+            outputs = self.llm.generate([TokensPrompt(prompt_token_ids=prompt) for _, prompt in todo],
+                                        params, use_tqdm=False)
+            self.warmup_tokens_computed += sum(len(output.prompt_token_ids) - output.num_cached_tokens
+                                               for output in outputs)
+
+    def _params(self, max_tokens: int, constraint: tuple, session: str | None = None):
         from vllm import SamplingParams
         from vllm.sampling_params import StructuredOutputsParams
 
         json_schema, regex = constraint
         structured = StructuredOutputsParams(json=json_schema) if json_schema else \
             StructuredOutputsParams(regex=regex) if regex else None
+        extra = {"arc_session": session, "arc_kv_recompute": self.recompute_tokens} \
+            if self.kv_reuse and session is not None else None
         return SamplingParams(max_tokens=max_tokens, temperature=self.temperature, seed=self.seed,
-                              structured_outputs=structured)
+                              structured_outputs=structured, extra_args=extra)
 
     def _serve(self) -> None:
         while True:
@@ -109,8 +156,11 @@ class VllmBackend:
 
     def _run(self, batch: list[tuple]) -> None:
         try:
+            if self.kv_reuse:
+                self._warm_up(batch)
             outputs = self.llm.chat([item[0] for item in batch],
-                                    [self._params(item[1], item[2]) for item in batch], use_tqdm=False)
+                                    [self._params(item[1], item[2], item[5]) for item in batch],
+                                    use_tqdm=False)
         except Exception as error:  # noqa: BLE001 - one bad request must not fail the others
             if len(batch) > 1:
                 for item in batch:
@@ -122,7 +172,7 @@ class VllmBackend:
         self.num_batches += 1
         self.num_requests += len(batch)
         done = time.perf_counter()
-        for (messages, _, _, future, started), output in zip(batch, outputs):
+        for (messages, _, _, future, started, _), output in zip(batch, outputs):
             generated = output.outputs[0]
             future.set_result(Completion(generated.text, len(output.prompt_token_ids or []),
                                          output.num_cached_tokens, len(generated.token_ids),

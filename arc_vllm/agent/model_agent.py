@@ -15,6 +15,7 @@ Run ``python -m arc_vllm.agent.model_agent`` for one decision of the embedded mo
 from __future__ import annotations
 
 import re
+import uuid
 
 ACTION = re.compile(r"^\s*\**Action\**\s*:\s*(.+?)\s*$", re.MULTILINE | re.IGNORECASE)
 
@@ -43,9 +44,12 @@ class ModelAgent:
         self.max_tokens = max_tokens
         self.action_regex = action_regex
         self.usage: dict = {}
+        # One episode, one session: a backend with KV reuse keys the episode's views by it.
+        self.session = uuid.uuid4().hex
 
     def act(self, messages: list[dict]) -> tuple[str, str]:
-        completion = self.backend.complete(messages, self.max_tokens, regex=self.action_regex)
+        session = {"session": self.session} if getattr(self.backend, "kv_reuse", False) else {}
+        completion = self.backend.complete(messages, self.max_tokens, regex=self.action_regex, **session)
         self.usage = {"cached_tokens": completion.cached_tokens, "engine_prompt_tokens": completion.prompt_tokens,
                       "generated_tokens": completion.generated_tokens, "model_ms": completion.ms}
         return parse_reply(completion.text)

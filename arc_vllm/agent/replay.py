@@ -53,9 +53,26 @@ def percentile(values: list[float], fraction: float) -> float:
     return ordered[min(len(ordered) - 1, round(fraction * (len(ordered) - 1)))]
 
 
-def replay_one(trajectory: Trajectory, config: ArcConfig, counter) -> dict:
+def start_context(trajectory: Trajectory, config: ArcConfig, counter) -> ArcContext:
+    """The ARC context an agent of ``trajectory`` starts with (its system prompt, then ARC's)."""
     system = f"{trajectory.system}\n\n{DEFAULT_SYSTEM}" if trajectory.system else DEFAULT_SYSTEM
-    context = ArcContext(config, counter, task=trajectory.task, system=system)
+    return ArcContext(config, counter, task=trajectory.task, system=system)
+
+
+def apply_step(context: ArcContext, step) -> bool:
+    """What the agent did at ``step``: an ARC command, or an action and its observation
+    (archived). True when an observation was taken in."""
+    if step.style == REACT and parse_commands(step.action):
+        context.act(step.action, thought=step.thought)
+        return False
+    context.observe(step.action, step.observation, thought=step.thought,
+                    returncode=step.returncode, signature=step.signature,
+                    style=step.style, call=step.call, group=step.group)
+    return True
+
+
+def replay_one(trajectory: Trajectory, config: ArcConfig, counter) -> dict:
+    context = start_context(trajectory, config, counter)
     full_tokens = context.prefix_tokens  # what a full-context prompt would hold so far
     previous_ids = None
     calls, observations = [], []
@@ -73,12 +90,7 @@ def replay_one(trajectory: Trajectory, config: ArcConfig, counter) -> dict:
                       "kv_relocatable_tokens": spans["relocatable"]})
         previous_ids = token_ids
         started = time.perf_counter()
-        if step.style == REACT and parse_commands(step.action):
-            context.act(step.action, thought=step.thought)
-        else:
-            context.observe(step.action, step.observation, thought=step.thought,
-                            returncode=step.returncode, signature=step.signature,
-                            style=step.style, call=step.call, group=step.group)
+        if apply_step(context, step):
             observations.append(step.observation)
         # Archiving and counting the new observation, once (not part of any compaction).
         calls[-1]["observe_ms"] = round((time.perf_counter() - started) * 1000, 3)

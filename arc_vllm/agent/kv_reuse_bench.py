@@ -1,0 +1,266 @@
+"""``arc-vllm bench kv-reuse``: what ``--arc-kv-reuse`` saves on compaction turns, and what it costs in output.
+
+Compaction turns come from real agent logs replayed through ARC (``agent/replay.py``; the
+sample ``examples/trajectories.jsonl`` by default): each pair is the view before a compaction
+and the compacted view, in the model's own tokens. On one in-process engine with ARC's KV
+connector (``serving/kv_connector.py``), for every pair and mode, from an empty prefix cache:
+
+- ``off``: the previous view, then the compacted view (vLLM's prefix cache only);
+- ``on`` (and ``on+rN``: the run's first N tokens recomputed): the previous view under a
+  session (the connector saves its KV), the warm-up stages (``serving/kv_warmup.py``), then
+  the compacted view (at each, the connector claims what it can and fills it with
+  ``relocate_kv``).
+
+Figures per mode, over the compaction turns: prefill tokens computed (warm-up stages
+included), and
+against ``off`` (full recomputation of the same view): greedy agreement (tokens of the first
+32 generated before the first difference, / 32) and the mean KL(off || on) of the top-20
+logprobs at the positions whose context is still identical (until and including the first
+difference; on's missing tokens take its lowest top-20 logprob). Then the NIAH model agent
+(ARC, forced compactions) on the same engine, with and without reuse.
+
+Run:  arc-vllm bench kv-reuse --out runs/kv-reuse
+Writes DIR/kv_reuse.json (and DIR/niah-off, DIR/niah-on) and prints a table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import time
+from pathlib import Path
+
+from arc_vllm.agent.importers import read_all
+from arc_vllm.agent.kv_spans import warmup_boundaries
+from arc_vllm.agent.replay import apply_step, start_context
+
+GENERATED = 32
+TOP_LOGPROBS = 20
+MIN_RUN = 16
+
+
+def compaction_pairs(paths: list[str], config, counter, limit: int) -> list[dict]:
+    """(view before, compacted view) token ids from replaying ``paths`` through ARC."""
+    pairs = []
+    for trajectory in read_all(paths).trajectories:
+        try:
+            context = start_context(trajectory, config, counter)
+        except ValueError:  # a task prefix too large for the window: replay skips it too
+            continue
+        previous = None
+        for step in trajectory.steps:
+            view = context.render()
+            tokens = counter.prompt_token_ids(view.messages)
+            if view.compacted and previous is not None:
+                pairs.append({"trajectory": trajectory.id, "step": context.step + 1,
+                              "previous": previous, "current": tokens})
+            previous = tokens
+            apply_step(context, step)
+            if len(pairs) >= limit:
+                return pairs
+    return pairs
+
+
+def agreement_and_kl(off, on) -> tuple[float, float]:
+    """Greedy agreement over the first GENERATED tokens, and the mean top-20 KL (see above)."""
+    same = 0
+    while same < GENERATED and same < min(len(off.token_ids), len(on.token_ids)) \
+            and off.token_ids[same] == on.token_ids[same]:
+        same += 1
+    divergences = []
+    for position in range(min(same + 1, len(off.logprobs), len(on.logprobs))):
+        reference = sorted(off.logprobs[position].items(), key=lambda item: -item[1].logprob)[:TOP_LOGPROBS]
+        other = {token: entry.logprob for token, entry in on.logprobs[position].items()}
+        floor = min(other.values())
+        p = [math.exp(entry.logprob) for _, entry in reference]
+        q = [math.exp(other.get(token, floor)) for token, _ in reference]
+        p_total, q_total = sum(p), sum(q)
+        divergences.append(sum(pi / p_total * math.log((pi / p_total) / (qi / q_total))
+                               for pi, qi in zip(p, q) if pi > 0))
+    return same / GENERATED, (sum(divergences) / len(divergences) if divergences else 0.0)
+
+
+class PairRunner:
+    """One compaction pair through the engine in one mode (``recompute`` None: off)."""
+
+    def __init__(self, llm):
+        from vllm import SamplingParams
+
+        self.llm = llm
+        engine = llm.llm_engine
+        self.block_size = engine.vllm_config.cache_config.block_size
+        self.connector = engine.engine_core.engine_core.scheduler.connector
+        self.sampling = SamplingParams
+        self.runs = 0
+
+    def generate(self, tokens: list[int], session: str | None = None, full: bool = False,
+                 recompute: int = 0, save: bool = True):
+        from vllm import TokensPrompt
+
+        extra = {"arc_session": session, "arc_kv_recompute": recompute, "arc_kv_save": save} \
+            if session else None
+        params = self.sampling(max_tokens=GENERATED if full else 1, temperature=0.0,
+                               ignore_eos=True, logprobs=TOP_LOGPROBS if full else None,
+                               extra_args=extra)
+        return self.llm.generate([TokensPrompt(prompt_token_ids=tokens)], params, use_tqdm=False)[0]
+
+    def run(self, pair: dict, recompute: int | None) -> dict:
+        self.llm.reset_prefix_cache()
+        self.runs += 1
+        session = f"bench-{self.runs}" if recompute is not None else None
+        self.generate(pair["previous"], session)
+        computed, boundaries = 0, []
+        before = self.connector.claimed_total
+        if recompute is not None:
+            boundaries = warmup_boundaries(pair["previous"], pair["current"], self.block_size, MIN_RUN,
+                                           recompute)
+            for boundary in boundaries:
+                output = self.generate(pair["current"][:boundary], session, recompute=recompute, save=False)
+                computed += boundary - output.num_cached_tokens
+        output = self.generate(pair["current"], session, full=True, recompute=recompute or 0)
+        computed += len(pair["current"]) - output.num_cached_tokens
+        # num_cached_tokens counts the connector's tokens too: computed is what the engine ran.
+        return {"computed": computed, "stages": len(boundaries), "reused": self.connector.claimed_total - before,
+                "output": output.outputs[0]}
+
+
+def niah_accuracy(backend, out: Path, reuse: bool, tasks: int, max_calls: int, context_window: int,
+                  counter) -> dict:
+    from arc_vllm.agent.bench import Setting
+    from arc_vllm.agent.niah_bench import run as run_niah
+
+    backend.kv_reuse = reuse
+    backend.last_views.clear()
+    backend.llm.reset_prefix_cache()
+    started = time.perf_counter()
+    summary = run_niah(str(out), ["arc"], [42], tasks, counter, settings=[Setting()],
+                       context_window=context_window, agent="model", backend=backend,
+                       concurrency=8, max_calls=max_calls)
+    arc = summary["methods"]["arc"]
+    return {"accuracy": arc["accuracy"], "attempts": arc["attempts"], "passes": arc["passes"],
+            "wall_s": round(time.perf_counter() - started, 1)}
+
+
+def run(out: str, paths: list[str], model: str | None, context_window: int, max_tokens: int,
+        pairs_limit: int, recompute: list[int], niah_tasks: int, niah_max_calls: int, log=sys.stderr) -> dict:
+    from arc_vllm.agent.backends import VllmBackend
+    from arc_vllm.core.config import ArcConfig
+    from arc_vllm.core.tokens import load_counter
+
+    started = time.perf_counter()
+    out_dir = Path(out)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    backend = VllmBackend(model, context_window=context_window, kv_reuse=True)
+    try:
+        counter = load_counter(backend.model)
+        pairs = compaction_pairs(paths, ArcConfig.for_window(context_window, max_tokens), counter, pairs_limit)
+        if not pairs:
+            raise ValueError(f"no compaction turn in {', '.join(paths)} at --context-window {context_window}")
+        print(f"{len(pairs)} compaction turns, {sum(len(p['current']) for p in pairs)} prompt tokens",
+              file=log)
+        runner = PairRunner(backend.llm)
+        modes = {"off": None, **{("on" if r == 0 else f"on+r{r}"): r for r in recompute}}
+        totals = {mode: {"computed": 0, "stages": 0, "reused": 0, "agreement": [], "kl": []} for mode in modes}
+        per_pair = []
+        for index, pair in enumerate(pairs):
+            reference = runner.run(pair, None)
+            row = {"trajectory": pair["trajectory"], "step": pair["step"],
+                   "prompt_tokens": len(pair["current"]), "computed": {"off": reference["computed"]}}
+            totals["off"]["computed"] += reference["computed"]
+            for mode, tokens in modes.items():
+                if tokens is None:
+                    continue
+                result = runner.run(pair, tokens)
+                agreement, kl = agreement_and_kl(reference["output"], result["output"])
+                for key in ("computed", "stages", "reused"):
+                    totals[mode][key] += result[key]
+                totals[mode]["agreement"].append(agreement)
+                totals[mode]["kl"].append(kl)
+                row["computed"][mode] = result["computed"]
+                row.setdefault("agreement", {})[mode] = agreement
+                row.setdefault("kl", {})[mode] = round(kl, 5)
+            per_pair.append(row)
+            print(f"  turn {index + 1}/{len(pairs)}: {json.dumps(row['computed'])}", file=log)
+        variants = {mode: {"recompute_tokens": tokens,
+                           "prefill_tokens_computed": totals[mode]["computed"],
+                           "kv_reused_tokens": totals[mode]["reused"],
+                           "warmup_stages": totals[mode]["stages"],
+                           "greedy_agreement": round(sum(totals[mode]["agreement"]) / len(pairs), 4),
+                           "mean_kl": round(sum(totals[mode]["kl"]) / len(pairs), 5)}
+                    for mode, tokens in modes.items() if tokens is not None}
+        first = next(iter(variants))
+        niah = {"off": niah_accuracy(backend, out_dir / "niah-off", False, niah_tasks, niah_max_calls,
+                                     context_window, counter),
+                "on": niah_accuracy(backend, out_dir / "niah-on", True, niah_tasks, niah_max_calls,
+                                    context_window, counter)} if niah_tasks else {}
+    finally:
+        backend.close()
+    result = {"model": backend.model, "context_window": context_window, "compaction_turns": len(pairs),
+              "compaction_prompt_tokens": sum(len(pair["current"]) for pair in pairs),
+              "prefill_tokens_computed": {"off": totals["off"]["computed"],
+                                          "on": variants[first]["prefill_tokens_computed"]},
+              "greedy_agreement": variants[first]["greedy_agreement"],
+              "mean_kl": variants[first]["mean_kl"],
+              "niah_accuracy": {mode: figures["accuracy"] for mode, figures in niah.items()},
+              "niah": niah, "variants": variants, "turns": per_pair,
+              "wall_s": round(time.perf_counter() - started, 1)}
+    (out_dir / "kv_reuse.json").write_text(json.dumps(result, indent=1))
+    return result
+
+
+def table(result: dict) -> str:
+    off = result["prefill_tokens_computed"]["off"]
+    lines = [f"{result['compaction_turns']} compaction turns, {result['compaction_prompt_tokens']} prompt "
+             f"tokens ({Path(result['model']).name}, window {result['context_window']})", "",
+             "| mode | prefill computed | vs off | KV reused | warm-up stages | greedy agreement | mean KL |",
+             "|---|---|---|---|---|---|---|",
+             f"| off | {off} | 1.00 | 0 | 0 | 1.000 | 0 |"]
+    for mode, figures in result["variants"].items():
+        lines.append(f"| {mode} | {figures['prefill_tokens_computed']} | "
+                     f"{figures['prefill_tokens_computed'] / max(off, 1):.2f} | {figures['kv_reused_tokens']} | "
+                     f"{figures['warmup_stages']} | {figures['greedy_agreement']:.3f} | {figures['mean_kl']:.4f} |")
+    if result["niah"]:
+        lines += ["", "NIAH model agent (ARC): " + ", ".join(
+            f"{mode} {figures['passes']}/{figures['attempts']} ({figures['accuracy']:.2f})"
+            for mode, figures in result["niah"].items())]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="arc-vllm bench kv-reuse", description=__doc__.split("\n")[0])
+    parser.add_argument("files", nargs="*", default=["examples/trajectories.jsonl"],
+                        help="agent logs to take compaction turns from (any format replay reads)")
+    parser.add_argument("--model", default=None, help="model folder (default: the embedded model)")
+    parser.add_argument("--context-window", type=int, default=4096)
+    parser.add_argument("--max-tokens", type=int, default=512, help="G_max of the replayed ARC context")
+    parser.add_argument("--turns", type=int, default=16, help="compaction turns measured (default 16)")
+    parser.add_argument("--recompute", default="0,32",
+                        help="comma-separated N: modes reusing KV with the run's first N tokens "
+                             "recomputed (default 0,32; the first is the headline 'on')")
+    parser.add_argument("--niah-tasks", type=int, default=8, help="NIAH episodes per mode (0: skip)")
+    parser.add_argument("--niah-max-calls", type=int, default=30)
+    parser.add_argument("--out", default="runs/kv-reuse")
+    args = parser.parse_args(argv)
+    missing = [path for path in args.files if not Path(path).exists()]
+    if missing:
+        parser.error(f"no such file: {', '.join(missing)}")
+    try:
+        recompute = [int(part) for part in args.recompute.split(",") if part.strip()]
+    except ValueError:
+        parser.error(f"--recompute {args.recompute!r}: expected comma-separated integers such as 0,32")
+    if not recompute or min(recompute) < 0:
+        parser.error("--recompute: at least one N >= 0")
+    try:
+        result = run(args.out, args.files, args.model, args.context_window, args.max_tokens, args.turns,
+                     recompute, args.niah_tasks, args.niah_max_calls)
+    except ValueError as error:
+        parser.error(str(error))
+    print(table(result))
+    print(f"wrote {Path(args.out) / 'kv_reuse.json'}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

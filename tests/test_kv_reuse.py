@@ -1,0 +1,121 @@
+"""``--arc-kv-reuse`` end to end: the option, a served session through many compactions with the
+engine in its own processes, and ``arc-vllm bench kv-reuse`` writing its figures.
+
+    pytest tests/test_kv_reuse.py
+"""
+
+import json
+import os
+import subprocess
+import sys
+import urllib.request
+from pathlib import Path
+
+import pytest
+from openai import OpenAI
+
+from arc_vllm.model_prep import prepare_tiny
+from arc_vllm.serving.local import Server
+
+from test_plugin import parse
+from test_serving import call, tool_turn
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_kv_reuse_implies_arc_and_names_the_connector(monkeypatch):
+    monkeypatch.delenv("VLLM_PLUGINS", raising=False)
+    args = parse(["--model", "m", "--arc-kv-reuse", "--arc-kv-reuse-recompute", "32"])
+    assert args.arc and args.arc_kv_reuse and args.arc_kv_reuse_recompute == 32
+    assert args.scheduler_cls == "arc_vllm.serving.scheduler.ArcScheduler"
+    config = args.kv_transfer_config
+    assert config.kv_connector == "ArcKVConnector" and config.kv_role == "kv_both"
+    assert config.kv_connector_module_path == "arc_vllm.serving.kv_connector"
+    # A connector the user names, before or after, is kept.
+    mine = '{"kv_connector": "MyConnector", "kv_role": "kv_both"}'
+    for argv in (["--kv-transfer-config", mine, "--arc-kv-reuse"], ["--arc-kv-reuse", "--kv-transfer-config", mine]):
+        assert parse(["--model", "m", *argv]).kv_transfer_config.kv_connector == "MyConnector"
+    assert parse(["--model", "m", "--arc"]).kv_transfer_config is None
+    for argv in (["--arc-kv-reuse", "--arc-kv-reuse-host-tokens", "4096"],
+                 ["--arc-kv-reuse-host-tokens", "4096", "--arc-kv-reuse"]):
+        assert parse(["--model", "m", *argv]).kv_transfer_config.kv_connector_extra_config == \
+            {"host_tokens": 4096}
+
+
+@pytest.fixture(scope="module")
+def reusing(tmp_path_factory):
+    """``arc-vllm serve --arc-kv-reuse`` on the tiny model, its engine in processes of its own
+    (the connector's two sides talk only through vLLM's per-step metadata)."""
+    folder = tmp_path_factory.mktemp("kv-reuse")
+    (folder / "prometheus").mkdir()
+    server = Server(str(prepare_tiny()), folder / "server.log", "--arc-kv-reuse", in_process_engine=False,
+                    env={"PROMETHEUS_MULTIPROC_DIR": str(folder / "prometheus")})
+    try:
+        yield server.wait()
+    finally:
+        server.stop()
+
+
+@pytest.mark.slow
+def test_a_session_through_compactions_reuses_kv_and_loses_nothing(reusing):
+    status, session = call(reusing.base, "POST", "/v1/arc/sessions")
+    assert status == 201
+    client = OpenAI(base_url=reusing.base + "/v1", api_key="none", max_retries=0)
+    model = client.models.list().data[0].id
+    messages = [{"role": "system", "content": "You are an agent."},
+                {"role": "user", "content": "Read every log and report anomalies."}]
+    warmed, compactions, bodies = 0, 0, []
+    for index in range(12):
+        body = "".join(f"log {index} line {n}: status ok, latency {n * 7 % 97} ms\n" for n in range(120))
+        turn, _ = tool_turn(index, body)
+        messages += turn
+        bodies.append(body)
+        reply = client.chat.completions.create(
+            model=model, messages=messages, max_tokens=8,
+            extra_body={"vllm_xargs": {"arc_session": session["id"]}})
+        arc = reply.model_extra["arc"]
+        assert arc["view_tokens"] <= arc["budget_tokens"]
+        warmed += arc["kv_warmup_tokens"]
+        compactions += arc["compactions"]
+        messages.append({"role": "assistant", "content": reply.choices[0].message.content})
+    assert compactions >= 5 and warmed > 0
+    metrics = urllib.request.urlopen(reusing.base + "/metrics").read().decode()
+    engine = {line.split()[0]: float(line.split()[1]) for line in metrics.splitlines()
+              if line.startswith("arc_engine_") and not line.startswith("#")}
+    # The connector supplied KV, counted apart from the prefix cache's, within the prompts.
+    assert engine["arc_engine_kv_reused_tokens_total"] > 0
+    assert engine["arc_engine_kv_reused_tokens_total"] + engine["arc_engine_prefix_cached_tokens_total"] \
+        <= engine["arc_engine_prompt_tokens_total"]
+    status, info = call(reusing.base, "GET", f"/v1/arc/sessions/{session['id']}")
+    assert info["observations"] == 12 and info["requests"] == 12
+
+
+@pytest.mark.slow
+def test_bench_kv_reuse_writes_its_figures(tmp_path):
+    out = tmp_path / "kv-reuse"
+    done = subprocess.run([str(Path(sys.executable).parent / "arc-vllm"), "bench", "kv-reuse",
+                           "--model", str(prepare_tiny()), "--turns", "3", "--recompute", "0,32",
+                           "--niah-tasks", "1", "--niah-max-calls", "6", "--out", str(out)],
+                          capture_output=True, text=True, timeout=900, cwd=ROOT,
+                          env=dict(os.environ, VLLM_CPU_KVCACHE_SPACE="1"))
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads((out / "kv_reuse.json").read_text())
+    computed = result["prefill_tokens_computed"]
+    assert result["compaction_turns"] == 3
+    assert 0 < computed["on"] < computed["off"] <= result["compaction_prompt_tokens"]
+    assert result["variants"]["on"]["kv_reused_tokens"] > 0
+    assert set(result["variants"]) == {"on", "on+r32"}
+    assert 0 <= result["greedy_agreement"] <= 1 and result["mean_kl"] >= 0
+    assert set(result["niah_accuracy"]) == {"off", "on"}
+    assert all(0 <= accuracy <= 1 for accuracy in result["niah_accuracy"].values())
+    assert "| on |" in done.stdout and "| off |" in done.stdout
+
+
+def test_bench_kv_reuse_refuses_bad_options_clearly(capsys):
+    from arc_vllm.agent.kv_reuse_bench import main
+
+    for argv, message in ((["--recompute", "x"], "expected comma-separated integers"),
+                          (["--recompute", "-1"], "N >= 0"), (["no/such/log.jsonl"], "no such file")):
+        with pytest.raises(SystemExit):
+            main(argv)
+        assert message in capsys.readouterr().err
