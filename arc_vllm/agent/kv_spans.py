@@ -48,14 +48,7 @@ def reusable_spans(earlier: list[int] | None, current: list[int], hit: int, min_
     claimable = longest_match(earlier, index, current, hit, min_run)
     # The last prompt token is always computed (the engine needs one to sample from).
     claimable = min(claimable, max(0, len(current) - 1 - hit))
-    relocatable, at = 0, hit
-    while at < len(current):
-        length = longest_match(earlier, index, current, at, min_run)
-        if length:
-            relocatable += length
-            at += length
-        else:
-            at += 1
+    relocatable = sum(length for _, length in matched_runs(earlier, index, current, hit, min_run))
     return {"claimable": claimable, "relocatable": relocatable}
 
 
@@ -96,35 +89,60 @@ def claimed_tokens(pieces: list[tuple[int, int, int]]) -> int:
     return sum(length for _, _, length in pieces)
 
 
+def matched_runs(earlier: list[int], index: dict, current: list[int], start: int,
+                 min_run: int) -> list[tuple[int, int]]:
+    """``current`` from ``start`` cut greedily into runs found in ``earlier``: (start, length)."""
+    runs, at = [], start
+    while at < len(current) - 1:
+        length = longest_match(earlier, index, current, at, min_run)
+        if length:
+            runs.append((at, length))
+        at += length or 1
+    return runs
+
+
 def warmup_boundaries(earlier: list[int] | None, current: list[int], block_size: int, min_run: int,
-                      recompute_tokens: int = 0, min_gain: int = 128) -> list[int]:
+                      recompute_tokens: int = 0, min_gain: int = 128, max_stages: int = 8) -> list[int]:
     """Where to cut ``current`` into warm-up stages (empty: none) so that a connector can claim
     reusable runs that new text separates. Stage k sends ``current[:boundary_k]``: the prefix
     cache holds everything up to the previous boundary, the connector claims the run from
     there (``claim_pieces``), the engine computes the rest up to the boundary, whose blocks then
-    sit in the prefix cache for the next stage. The real request is the last stage. Each
-    boundary is the block boundary past the previous claim from which the longest claim starts
-    (greedy), taken only if that claim is at least ``min_gain`` tokens."""
+    sit in the prefix cache for the next stage. The real request is the last stage.
+
+    Greedy, in one pass over ``current``: the runs ``earlier`` holds are found once; adjacent
+    runs chain (a claim continues through them); each stage's boundary is the first block
+    boundary at least ``recompute_tokens`` into a run that leaves the longest claim to the end
+    of its chain, taken if that claim is at least ``min_gain`` tokens; at most ``max_stages``."""
     if not earlier:
         return []
     index = index_runs(earlier, min_run)
     same = 0
     while same < min(len(earlier), len(current)) and earlier[same] == current[same]:
         same += 1
-    boundaries, start = [], same // block_size * block_size
-
-    def claim(at: int) -> int:
-        return claimed_tokens(claim_pieces(earlier, index, current, at, min_run, recompute_tokens))
-
-    while True:
-        computed_from = start + claim(start)  # the stage computes from here to its boundary
-        first = (computed_from // block_size + 1) * block_size
+    hit = same // block_size * block_size
+    # Each run, with the end of the chain of adjacent runs it starts (a claim goes on through them).
+    runs = matched_runs(earlier, index, current, hit, min_run)
+    chain_ends = [0] * len(runs)
+    for i in range(len(runs) - 1, -1, -1):
+        start, length = runs[i]
+        follows = i + 1 < len(runs) and runs[i + 1][0] == start + length
+        chain_ends[i] = chain_ends[i + 1] if follows else start + length
+    last = len(current) - 1  # never claimed: the engine samples from it
+    start = hit
+    claimed = claimed_tokens(claim_pieces(earlier, index, current, hit, min_run, recompute_tokens))
+    boundaries = []
+    while len(boundaries) < max_stages:
+        computed_from = start + claimed  # the stage computes from here to its boundary
         best_boundary, best = 0, 0
-        for boundary in range(first, len(current) - 1, block_size):
-            length = claim(boundary)
-            if length > best:
-                best_boundary, best = boundary, length
+        for (run_start, length), chain_end in zip(runs, chain_ends):
+            first = max(run_start + recompute_tokens, computed_from + 1)
+            boundary = -(-first // block_size) * block_size
+            # The claim from the boundary starts in this run (recompute_tokens into it), with a
+            # whole min_run-gram of it to be found by.
+            if boundary + min_run <= min(run_start + length, last) and min(chain_end, last) - boundary > best:
+                best_boundary, best = boundary, min(chain_end, last) - boundary
         if best < min_gain:
-            return boundaries
+            break
         boundaries.append(best_boundary)
-        start = best_boundary
+        start, claimed = best_boundary, best
+    return boundaries

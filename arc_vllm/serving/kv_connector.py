@@ -68,10 +68,20 @@ class ArcKVMetadata(KVConnectorMetadata):
     drops: list[str] = field(default_factory=list)
 
 
-@dataclass
 class SavedPrompt:
-    tokens: list[int]
-    index: dict
+    """A saved prompt's token ids; the index of its runs is built when a claim first needs it
+    (a compaction turn), not on save, so the engine's scheduling loop pays for it only then."""
+
+    def __init__(self, tokens: list[int], min_run: int):
+        self.tokens = tokens
+        self.min_run = min_run
+        self._index = None
+
+    @property
+    def index(self) -> dict:
+        if self._index is None:
+            self._index = index_runs(self.tokens, self.min_run)
+        return self._index
 
 
 def arc_extra(request) -> dict:
@@ -114,8 +124,17 @@ class ArcKVConnector(KVConnectorBase_V1):
         self.plans.pop(request.request_id, None)
         if saved is None or num_computed_tokens >= len(prompt) - 1:
             return 0, False
-        pieces = claim_pieces(saved.tokens, saved.index, prompt, num_computed_tokens, self.min_run,
-                              int(extra.get("arc_kv_recompute", 0) or 0))
+        hit, end = num_computed_tokens, min(len(saved.tokens), len(prompt) - 1)
+        if saved.tokens[hit:hit + self.min_run] == prompt[hit:hit + self.min_run]:
+            # The common turn: this prompt goes on from the saved one; claim the rest of the
+            # saved text in place (its last partial block, which the prefix cache cannot give).
+            length = self.min_run
+            while hit + length < end and saved.tokens[hit + length] == prompt[hit + length]:
+                length += 1
+            pieces = [(hit, hit, min(length, end - hit))]
+        else:
+            pieces = claim_pieces(saved.tokens, saved.index, prompt, hit, self.min_run,
+                                  int(extra.get("arc_kv_recompute", 0) or 0))
         if not pieces:
             return 0, False
         self.plans[request.request_id] = pieces
@@ -153,7 +172,7 @@ class ArcKVConnector(KVConnectorBase_V1):
             block_ids = list(self._kv_cache_manager.get_block_ids(request_id)[0])
             meta.saves.append(Save(session, block_ids, len(prompt)))
             self.saved.pop(session, None)
-            self.saved[session] = SavedPrompt(prompt, index_runs(prompt, self.min_run))
+            self.saved[session] = SavedPrompt(prompt, self.min_run)
         while sum(len(saved.tokens) for saved in self.saved.values()) > self.host_tokens:
             meta.drops.append(self.saved.popitem(last=False)[0])
         return meta

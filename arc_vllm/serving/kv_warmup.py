@@ -18,6 +18,7 @@ Used by ``serving/chat.py`` when the server runs with ``--arc-kv-reuse``.
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections import OrderedDict
 
@@ -36,18 +37,22 @@ class KVWarmup:
         self.min_run = min_run
         self.last_views: OrderedDict[str, list[int]] = OrderedDict()
 
+    def plan(self, previous: list[int] | None, messages: list[dict], tools) -> tuple[list[int], list[int]]:
+        tokens = self.counter.prompt_token_ids(messages, tools)
+        return tokens, warmup_boundaries(previous, tokens, self.block_size, self.min_run,
+                                         self.recompute_tokens)
+
     async def before(self, session_id: str, messages: list[dict], tools) -> int:
         """Send this view's warm-up stages, if any; returns the tokens of the longest (0: none)."""
         from vllm import SamplingParams
         from vllm.inputs import TokensPrompt
 
-        tokens = self.counter.prompt_token_ids(messages, tools)
         previous = self.last_views.pop(session_id, None)
+        # Tokenizing and planning take ~0.5 s for a 100k-token view: off the event loop.
+        tokens, boundaries = await asyncio.to_thread(self.plan, previous, messages, tools)
         self.last_views[session_id] = tokens
         while len(self.last_views) > MAX_SESSIONS:
             self.last_views.popitem(last=False)
-        boundaries = warmup_boundaries(previous, tokens, self.block_size, self.min_run,
-                                       self.recompute_tokens)
         params = SamplingParams(max_tokens=1, extra_args={
             "arc_session": session_id, "arc_kv_save": False, "arc_kv_recompute": self.recompute_tokens})
         for boundary in boundaries:  # one after the other: each needs the last one's blocks cached
