@@ -94,7 +94,7 @@ def test_a_session_through_compactions_reuses_kv_and_loses_nothing(reusing):
 def test_bench_kv_reuse_writes_its_figures(tmp_path):
     out = tmp_path / "kv-reuse"
     done = subprocess.run([str(Path(sys.executable).parent / "arc-vllm"), "bench", "kv-reuse",
-                           "--model", str(prepare_tiny()), "--turns", "3", "--recompute", "0,32",
+                           "--model", str(prepare_tiny()), "--turns", "3", "--recompute", "0,32", "--chains", "1",
                            "--niah-tasks", "1", "--niah-max-calls", "6", "--out", str(out)],
                           capture_output=True, text=True, timeout=900, cwd=ROOT,
                           env=dict(os.environ, VLLM_CPU_KVCACHE_SPACE="1"))
@@ -106,6 +106,10 @@ def test_bench_kv_reuse_writes_its_figures(tmp_path):
     assert result["variants"]["on"]["kv_reused_tokens"] > 0
     assert set(result["variants"]) == {"on", "on+r32"}
     assert 0 <= result["greedy_agreement"] <= 1 and result["mean_kl"] >= 0
+    chain = result["chained"]  # one trajectory, every view in order
+    assert chain["trajectories"] == 1 and chain["compaction_turns"] >= 2
+    assert chain["prefill_tokens_computed"]["on"] < chain["prefill_tokens_computed"]["off"]
+    assert 0 <= chain["greedy_agreement"] <= 1 and chain["mean_kl"] >= 0
     assert set(result["niah_accuracy"]) == {"off", "on"}
     assert all(0 <= accuracy <= 1 for accuracy in result["niah_accuracy"].values())
     assert "| on |" in done.stdout and "| off |" in done.stdout

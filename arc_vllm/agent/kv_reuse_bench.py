@@ -16,8 +16,11 @@ included), and
 against ``off`` (full recomputation of the same view): greedy agreement (tokens of the first
 32 generated before the first difference, / 32) and the mean KL(off || on) of the top-20
 logprobs at the positions whose context is still identical (until and including the first
-difference; on's missing tokens take its lowest top-20 logprob). Then the NIAH model agent
-(ARC, forced compactions) on the same engine, with and without reuse.
+difference; on's missing tokens take its lowest top-20 logprob). Each pair starts from exact
+KV; ``--chains`` replays whole trajectories too, every view in order, where reused KV stays in
+the prefix cache for later turns and is moved again by the next compaction (the same figures,
+at their compaction turns). Then the NIAH model agent (ARC, forced compactions) on the same
+engine, with and without reuse.
 
 Run:  arc-vllm bench kv-reuse --out runs/kv-reuse
 Writes DIR/kv_reuse.json (and DIR/niah-off, DIR/niah-on) and prints a table.
@@ -41,26 +44,29 @@ TOP_LOGPROBS = 20
 MIN_RUN = 16
 
 
-def compaction_pairs(paths: list[str], config, counter, limit: int) -> list[dict]:
-    """(view before, compacted view) token ids from replaying ``paths`` through ARC."""
-    pairs = []
+def replayed_views(paths: list[str], config, counter) -> list[dict]:
+    """Every view ARC renders for each trajectory of ``paths``: (step, token ids, compacted)."""
+    replayed = []
     for trajectory in read_all(paths).trajectories:
         try:
             context = start_context(trajectory, config, counter)
         except ValueError:  # a task prefix too large for the window: replay skips it too
             continue
-        previous = None
+        views = []
         for step in trajectory.steps:
             view = context.render()
-            tokens = counter.prompt_token_ids(view.messages)
-            if view.compacted and previous is not None:
-                pairs.append({"trajectory": trajectory.id, "step": context.step + 1,
-                              "previous": previous, "current": tokens})
-            previous = tokens
+            views.append((context.step + 1, counter.prompt_token_ids(view.messages), view.compacted))
             apply_step(context, step)
-            if len(pairs) >= limit:
-                return pairs
-    return pairs
+        replayed.append({"trajectory": trajectory.id, "views": views})
+    return replayed
+
+
+def compaction_pairs(replayed: list[dict], limit: int) -> list[dict]:
+    """(view before, compacted view) pairs, at most ``limit``."""
+    pairs = [{"trajectory": item["trajectory"], "step": step, "previous": before[1], "current": tokens}
+             for item in replayed for before, (step, tokens, compacted) in zip(item["views"], item["views"][1:])
+             if compacted]
+    return pairs[:limit]
 
 
 def agreement_and_kl(off, on) -> tuple[float, float]:
@@ -82,8 +88,8 @@ def agreement_and_kl(off, on) -> tuple[float, float]:
     return same / GENERATED, (sum(divergences) / len(divergences) if divergences else 0.0)
 
 
-class PairRunner:
-    """One compaction pair through the engine in one mode (``recompute`` None: off)."""
+class SessionRunner:
+    """A session's views through the in-process engine, with or without KV reuse."""
 
     def __init__(self, llm):
         from vllm import SamplingParams
@@ -106,24 +112,56 @@ class PairRunner:
                                extra_args=extra)
         return self.llm.generate([TokensPrompt(prompt_token_ids=tokens)], params, use_tqdm=False)[0]
 
-    def run(self, pair: dict, recompute: int | None) -> dict:
+    def session(self, views: list[tuple[list[int], bool]], recompute: int | None) -> list[dict]:
+        """One session's views in order (``measured``: generate GENERATED tokens with logprobs)
+        from an empty prefix cache; ``recompute`` None: no reuse (off)."""
         self.llm.reset_prefix_cache()
         self.runs += 1
         session = f"bench-{self.runs}" if recompute is not None else None
-        self.generate(pair["previous"], session)
-        computed, boundaries = 0, []
-        before = self.connector.claimed_total
-        if recompute is not None:
-            boundaries = warmup_boundaries(pair["previous"], pair["current"], self.block_size, MIN_RUN,
-                                           recompute)
-            for boundary in boundaries:
-                output = self.generate(pair["current"][:boundary], session, recompute=recompute, save=False)
-                computed += boundary - output.num_cached_tokens
-        output = self.generate(pair["current"], session, full=True, recompute=recompute or 0)
-        computed += len(pair["current"]) - output.num_cached_tokens
-        # num_cached_tokens counts the connector's tokens too: computed is what the engine ran.
-        return {"computed": computed, "stages": len(boundaries), "reused": self.connector.claimed_total - before,
-                "output": output.outputs[0]}
+        previous, results = None, []
+        for tokens, measured in views:
+            computed, boundaries = 0, []
+            before = self.connector.claimed_total
+            if session is not None:
+                boundaries = warmup_boundaries(previous, tokens, self.block_size, MIN_RUN, recompute)
+                for boundary in boundaries:
+                    output = self.generate(tokens[:boundary], session, recompute=recompute, save=False)
+                    computed += boundary - output.num_cached_tokens
+            output = self.generate(tokens, session, full=measured, recompute=recompute or 0)
+            # num_cached_tokens counts the connector's tokens too: computed is what the engine ran.
+            computed += len(tokens) - output.num_cached_tokens
+            results.append({"computed": computed, "stages": len(boundaries), "measured": measured,
+                            "reused": self.connector.claimed_total - before, "output": output.outputs[0]})
+            previous = tokens
+        return results
+
+
+def chained(runner: SessionRunner, replayed: list[dict], chains: int, recompute: int, log) -> dict:
+    """Whole trajectories, every view in order, off and on: reused KV stays in the prefix cache
+    for the turns after a compaction and is moved again by the next one, so errors can add up."""
+    picked = [item for item in replayed if sum(compacted for *_, compacted in item["views"]) >= 2][:chains]
+    figures = {"trajectories": len(picked), "turns": 0, "compaction_turns": 0,
+               "prefill_tokens_computed": {"off": 0, "on": 0},
+               "compaction_prefill_tokens_computed": {"off": 0, "on": 0}, "agreement": [], "kl": []}
+    for item in picked:
+        views = [(tokens, compacted) for _, tokens, compacted in item["views"]]
+        off, on = runner.session(views, None), runner.session(views, recompute)
+        figures["turns"] += len(views)
+        for reference, result in zip(off, on):
+            for mode, row in (("off", reference), ("on", result)):
+                figures["prefill_tokens_computed"][mode] += row["computed"]
+                if row["measured"]:
+                    figures["compaction_prefill_tokens_computed"][mode] += row["computed"]
+            if reference["measured"]:
+                figures["compaction_turns"] += 1
+                agreement, kl = agreement_and_kl(reference["output"], result["output"])
+                figures["agreement"].append(agreement)
+                figures["kl"].append(kl)
+        print(f"  chain {item['trajectory']}: {len(views)} turns", file=log)
+    agreements, divergences = figures.pop("agreement"), figures.pop("kl")
+    figures["greedy_agreement"] = round(sum(agreements) / max(len(agreements), 1), 4)
+    figures["mean_kl"] = round(sum(divergences) / max(len(divergences), 1), 5)
+    return figures
 
 
 def niah_accuracy(backend, out: Path, reuse: bool, tasks: int, max_calls: int, context_window: int,
@@ -144,7 +182,8 @@ def niah_accuracy(backend, out: Path, reuse: bool, tasks: int, max_calls: int, c
 
 
 def run(out: str, paths: list[str], model: str | None, context_window: int, max_tokens: int,
-        pairs_limit: int, recompute: list[int], niah_tasks: int, niah_max_calls: int, log=sys.stderr) -> dict:
+        pairs_limit: int, recompute: list[int], niah_tasks: int, niah_max_calls: int, chains: int = 2,
+        log=sys.stderr) -> dict:
     from arc_vllm.agent.backends import VllmBackend
     from arc_vllm.core.config import ArcConfig
     from arc_vllm.core.tokens import load_counter
@@ -155,24 +194,26 @@ def run(out: str, paths: list[str], model: str | None, context_window: int, max_
     backend = VllmBackend(model, context_window=context_window, kv_reuse=True)
     try:
         counter = load_counter(backend.model)
-        pairs = compaction_pairs(paths, ArcConfig.for_window(context_window, max_tokens), counter, pairs_limit)
+        replayed = replayed_views(paths, ArcConfig.for_window(context_window, max_tokens), counter)
+        pairs = compaction_pairs(replayed, pairs_limit)
         if not pairs:
             raise ValueError(f"no compaction turn in {', '.join(paths)} at --context-window {context_window}")
         print(f"{len(pairs)} compaction turns, {sum(len(p['current']) for p in pairs)} prompt tokens",
               file=log)
-        runner = PairRunner(backend.llm)
+        runner = SessionRunner(backend.llm)
         modes = {"off": None, **{("on" if r == 0 else f"on+r{r}"): r for r in recompute}}
         totals = {mode: {"computed": 0, "stages": 0, "reused": 0, "agreement": [], "kl": []} for mode in modes}
         per_pair = []
         for index, pair in enumerate(pairs):
-            reference = runner.run(pair, None)
+            views = [(pair["previous"], False), (pair["current"], True)]
+            reference = runner.session(views, None)[-1]
             row = {"trajectory": pair["trajectory"], "step": pair["step"],
                    "prompt_tokens": len(pair["current"]), "computed": {"off": reference["computed"]}}
             totals["off"]["computed"] += reference["computed"]
             for mode, tokens in modes.items():
                 if tokens is None:
                     continue
-                result = runner.run(pair, tokens)
+                result = runner.session(views, tokens)[-1]
                 agreement, kl = agreement_and_kl(reference["output"], result["output"])
                 for key in ("computed", "stages", "reused"):
                     totals[mode][key] += result[key]
@@ -191,6 +232,7 @@ def run(out: str, paths: list[str], model: str | None, context_window: int, max_
                            "mean_kl": round(sum(totals[mode]["kl"]) / len(pairs), 5)}
                     for mode, tokens in modes.items() if tokens is not None}
         first = next(iter(variants))
+        chain = chained(runner, replayed, chains, variants[first]["recompute_tokens"], log) if chains else {}
         niah = {"off": niah_accuracy(backend, out_dir / "niah-off", False, niah_tasks, niah_max_calls,
                                      context_window, counter),
                 "on": niah_accuracy(backend, out_dir / "niah-on", True, niah_tasks, niah_max_calls,
@@ -204,7 +246,7 @@ def run(out: str, paths: list[str], model: str | None, context_window: int, max_
               "greedy_agreement": variants[first]["greedy_agreement"],
               "mean_kl": variants[first]["mean_kl"],
               "niah_accuracy": {mode: figures["accuracy"] for mode, figures in niah.items()},
-              "niah": niah, "variants": variants, "turns": per_pair,
+              "niah": niah, "variants": variants, "chained": chain, "turns": per_pair,
               "wall_s": round(time.perf_counter() - started, 1)}
     (out_dir / "kv_reuse.json").write_text(json.dumps(result, indent=1))
     return result
@@ -221,6 +263,14 @@ def table(result: dict) -> str:
         lines.append(f"| {mode} | {figures['prefill_tokens_computed']} | "
                      f"{figures['prefill_tokens_computed'] / max(off, 1):.2f} | {figures['kv_reused_tokens']} | "
                      f"{figures['warmup_stages']} | {figures['greedy_agreement']:.3f} | {figures['mean_kl']:.4f} |")
+    chain = result["chained"]
+    if chain:
+        lines += ["", f"Chained ({chain['trajectories']} trajectories replayed whole, {chain['turns']} turns, "
+                  f"{chain['compaction_turns']} compactions): prefill computed {chain['prefill_tokens_computed']['off']}"
+                  f" off, {chain['prefill_tokens_computed']['on']} on (compaction turns "
+                  f"{chain['compaction_prefill_tokens_computed']['off']} / "
+                  f"{chain['compaction_prefill_tokens_computed']['on']}); at compaction turns greedy agreement "
+                  f"{chain['greedy_agreement']:.3f}, mean KL {chain['mean_kl']:.4f}"]
     if result["niah"]:
         lines += ["", "NIAH model agent (ARC): " + ", ".join(
             f"{mode} {figures['passes']}/{figures['attempts']} ({figures['accuracy']:.2f})"
@@ -233,15 +283,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("files", nargs="*", default=["examples/trajectories.jsonl"],
                         help="agent logs to take compaction turns from (any format replay reads)")
     parser.add_argument("--model", default=None, help="model folder (default: the embedded model)")
-    parser.add_argument("--context-window", type=int, default=4096)
+    parser.add_argument("--context-window", type=int, default=4096,
+                        help="L_ctx of the replayed views and the engine's max_model_len (default 4096)")
     parser.add_argument("--max-tokens", type=int, default=512, help="G_max of the replayed ARC context")
     parser.add_argument("--turns", type=int, default=16, help="compaction turns measured (default 16)")
     parser.add_argument("--recompute", default="0,32",
                         help="comma-separated N: modes reusing KV with the run's first N tokens "
                              "recomputed (default 0,32; the first is the headline 'on')")
+    parser.add_argument("--chains", type=int, default=2,
+                        help="trajectories (with two compactions or more) replayed whole, every "
+                             "view in order, off and on (default 2; 0: skip)")
     parser.add_argument("--niah-tasks", type=int, default=8, help="NIAH episodes per mode (0: skip)")
-    parser.add_argument("--niah-max-calls", type=int, default=30)
-    parser.add_argument("--out", default="runs/kv-reuse")
+    parser.add_argument("--niah-max-calls", type=int, default=30, help="agent calls per NIAH episode")
+    parser.add_argument("--out", default="runs/kv-reuse", help="output folder (default runs/kv-reuse)")
     args = parser.parse_args(argv)
     missing = [path for path in args.files if not Path(path).exists()]
     if missing:
@@ -254,7 +308,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--recompute: at least one N >= 0")
     try:
         result = run(args.out, args.files, args.model, args.context_window, args.max_tokens, args.turns,
-                     recompute, args.niah_tasks, args.niah_max_calls)
+                     recompute, args.niah_tasks, args.niah_max_calls, args.chains)
     except ValueError as error:
         parser.error(str(error))
     print(table(result))
