@@ -17,9 +17,8 @@ vLLM runs one instance per side:
   Sessions beyond ``host_tokens`` saved tokens are dropped, oldest first.
 - worker side (each worker process): keeps the saved prompts' K and V per layer in host
   memory (outside the engine's KV budget, so a GPU's memory is not touched), and fills
-  claimed slots: V copied,
-  K copied then rotated by (new position - old position) with ``relocate_kv``
-  (``kernels/kv_layout.py``), before the forward that needs them.
+  claimed slots before the forward that needs them: V copied, K copied then rotated by (new
+  position - old position) with ``relocate_kv`` (``kernels/kv_layout.py``).
 
 Both sides see the same metadata in the same order (vLLM passes it with every step), so they
 agree on what is saved without any other channel. Reused KV is exact at layer 0 and
@@ -29,7 +28,7 @@ hook's ``arc_engine_kv_reused_tokens_total``; ``claimed_total`` counts them all.
 
 Options (``kv_connector_extra_config``): ``min_run`` (16: shortest piece worth claiming),
 ``host_tokens`` (65536: saved tokens over all sessions; host memory is that times the
-model's KV bytes per token, e.g. 1.5 GB for SmolLM2-135M, 9.4 GB for Qwen3-8B, shared among
+model's KV bytes per token, e.g. 1.5 GB for SmolLM2-135M, 9.7 GB for Qwen3-8B, shared among
 tensor-parallel workers), ``is_neox`` (true: the model's RoPE pairing). ``--arc-kv-reuse-host-tokens``
 sets ``host_tokens``.
 """
