@@ -7,6 +7,7 @@
   (the text before the run changed), which is what ``bench kv-reuse`` measures.
 - A claim whose text keeps its context (the last prompt's own continuation past the last whole
   block): every layer is exact, so the next token's logprobs equal full recomputation's.
+- KV already moved once is never moved again (the error of one move does not add up).
 - Requests without ``arc_session`` are never claimed for; a session saved before others filled
   ``host_tokens`` is dropped on both sides and claims nothing.
 
@@ -86,6 +87,20 @@ def engine_check() -> dict:
     claimed = connector.claimed_total - before
     planned = claim_pieces(LAST, index_runs(LAST, 16), COMPACTED, warm, 16)
     result.update(warm=warm, claimed=claimed, planned=claimed_tokens(planned), cached=reused["cached"])
+    # Move the run again (other new text before it): the view saved for "s" holds it moved, so
+    # nothing of it is claimed; for "u", whose saved view computed it, it is.
+    again = HEAD + list(range(6000, 6060)) + RUN + TAIL
+    [stage] = warmup_boundaries(COMPACTED, again, block, 16)
+    for session in ("s", "u"):
+        llm.reset_prefix_cache()
+        if session == "u":
+            prefill(llm, "compacted-u", COMPACTED, session="u")
+            llm.reset_prefix_cache()
+        prefill(llm, f"stage-{session}", again[:stage], session=session, save=False)
+        before = connector.claimed_total
+        prefill(llm, f"again-{session}", again, session=session, save=False)
+        result[f"claimed_again_{session}"] = connector.claimed_total - before
+    result.update(again_claimable=len(again) - 1 - stage, again_stage=stage, again_run_start=len(HEAD) + 60)
     # The same prompt recomputed from scratch, without a session.
     llm.reset_prefix_cache()
     prefill(llm, "last-off", LAST)
@@ -148,6 +163,16 @@ def test_claims_what_was_planned_and_the_engine_computes_only_the_rest(check):
 def test_filled_layer0_kv_equals_full_recomputation_and_deeper_layers_do_not(check):
     assert check["layer0_key_error"] < 1e-4 and check["layer0_value_error"] < 1e-5
     assert check["layer1_key_error"] > 1e-3
+
+
+@pytest.mark.slow
+def test_kv_is_moved_at_most_once(check):
+    # In the view saved for "s" the run's head, up to the warm-up's end, was computed and the
+    # rest moved: only the computed head is claimed again (from the new stage's end).
+    computed_head = check["warm"] - (len(HEAD) + len(NEW))
+    already_in = check["again_stage"] - check["again_run_start"]
+    assert check["claimed_again_s"] == computed_head - already_in > 0
+    assert check["claimed_again_u"] == check["again_claimable"]  # all computed there: claimed
 
 
 @pytest.mark.slow

@@ -68,19 +68,52 @@ class ArcKVMetadata(KVConnectorMetadata):
 
 
 class SavedPrompt:
-    """A saved prompt's token ids; the index of its runs is built when a claim first needs it
-    (a compaction turn), not on save, so the engine's scheduling loop pays for it only then."""
+    """A saved prompt's token ids, and which positions hold moved (approximate) KV. Claims that
+    move KV take only positions whose KV was computed there: KV is moved at most once, so the
+    error of one move does not add up over compactions. The index of the movable runs is built
+    when a claim first needs it (a compaction turn), not on save, so the engine's scheduling
+    loop pays for it only then."""
 
-    def __init__(self, tokens: list[int], min_run: int):
+    def __init__(self, tokens: list[int], moved: bytearray, min_run: int):
         self.tokens = tokens
+        self.moved = moved
         self.min_run = min_run
+        self._movable = None
         self._index = None
+
+    @property
+    def movable(self) -> list[int]:
+        """The tokens, with moved positions replaced by values no token equals."""
+        if self._movable is None:
+            self._movable = [-1 - i if moved else token
+                             for i, (token, moved) in enumerate(zip(self.tokens, self.moved))]
+        return self._movable
 
     @property
     def index(self) -> dict:
         if self._index is None:
-            self._index = index_runs(self.tokens, self.min_run)
+            self._index = index_runs(self.movable, self.min_run)
         return self._index
+
+
+@dataclass
+class ViewInProgress:
+    """A session's view between its first request (a warm-up stage, or the request itself)
+    and its save: where the prefix cache's hit ended, and what was claimed for it."""
+
+    first_hit: int
+    pieces: list[tuple[int, int, int]] = field(default_factory=list)
+
+    def moved(self, length: int, last: SavedPrompt | None) -> bytearray:
+        """Per position of the view: 1 where its KV was moved. The hit's blocks came from the
+        last prompt (its flags go on); a piece claimed in place keeps its source's flags."""
+        moved = bytearray(length)
+        if last is not None:
+            inherited = min(self.first_hit, len(last.moved), length)
+            moved[:inherited] = last.moved[:inherited]
+        for new, old, size in self.pieces:
+            moved[new:new + size] = last.moved[old:old + size] if new == old and last else b"\x01" * size
+        return moved
 
 
 def arc_extra(request) -> dict:
@@ -101,6 +134,7 @@ class ArcKVConnector(KVConnectorBase_V1):
             self.plans: dict[str, list[tuple[int, int, int]]] = {}  # request id -> pieces
             self.sessions: dict[str, str] = {}  # request id -> session, while planned
             self.pending_saves: dict[str, tuple[str, list[int]]] = {}  # request id -> (session, prompt)
+            self.views: dict[str, ViewInProgress] = {}  # session -> its view being built
             self.claimed: dict[str, int] = {}  # read (and emptied) by the scheduler hook
             self.claimed_total = 0  # every token supplied so far (read in-process by the bench)
         else:
@@ -121,6 +155,8 @@ class ArcKVConnector(KVConnectorBase_V1):
             self.pending_saves[request.request_id] = (session, prompt)
         saved = self.saved.get(session)
         self.plans.pop(request.request_id, None)
+        if session not in self.views:
+            self.views[session] = ViewInProgress(num_computed_tokens)
         if saved is None or num_computed_tokens >= len(prompt) - 1:
             return 0, False
         hit, end = num_computed_tokens, min(len(saved.tokens), len(prompt) - 1)
@@ -132,7 +168,7 @@ class ArcKVConnector(KVConnectorBase_V1):
                 length += 1
             pieces = [(hit, hit, min(length, end - hit))]
         else:
-            pieces = claim_pieces(saved.tokens, saved.index, prompt, hit, self.min_run,
+            pieces = claim_pieces(saved.movable, saved.index, prompt, hit, self.min_run,
                                   int(extra.get("arc_kv_recompute", 0) or 0))
         if not pieces:
             return 0, False
@@ -156,6 +192,7 @@ class ArcKVConnector(KVConnectorBase_V1):
                 session = self.sessions.pop(request_id)
                 block_ids = list(self._kv_cache_manager.get_block_ids(request_id)[0])
                 meta.loads.append(Load(session, block_ids, pieces))
+                self.views[session].pieces.extend(pieces)
                 supplied = sum(length for _, _, length in pieces)
                 self.claimed[request_id] = self.claimed.get(request_id, 0) + supplied
                 self.claimed_total += supplied
@@ -170,10 +207,13 @@ class ArcKVConnector(KVConnectorBase_V1):
             del self.pending_saves[request_id]
             block_ids = list(self._kv_cache_manager.get_block_ids(request_id)[0])
             meta.saves.append(Save(session, block_ids, len(prompt)))
-            self.saved.pop(session, None)
-            self.saved[session] = SavedPrompt(prompt, self.min_run)
+            last = self.saved.pop(session, None)
+            view = self.views.pop(session, None) or ViewInProgress(0)
+            self.saved[session] = SavedPrompt(prompt, view.moved(len(prompt), last), self.min_run)
         while sum(len(saved.tokens) for saved in self.saved.values()) > self.host_tokens:
-            meta.drops.append(self.saved.popitem(last=False)[0])
+            dropped = self.saved.popitem(last=False)[0]
+            self.views.pop(dropped, None)
+            meta.drops.append(dropped)
         return meta
 
     def request_finished(self, request, block_ids):
