@@ -158,15 +158,18 @@ def test_the_peers_replay_the_same_logs_side_by_side(tmp_path):
 def test_kv_spans_claimable_is_contiguous_after_the_hit_and_relocatable_is_the_bound():
     from arc_vllm.agent.kv_spans import reusable_spans
 
-    earlier = list(range(100)) + list(range(1000, 1040))
-    # After a 64-token hit: 10 new tokens, then a 40-token span of the earlier prompt moved.
-    current = list(range(64)) + list(range(500, 510)) + list(range(1000, 1040)) + [7]
-    spans = reusable_spans(earlier, current, hit=64, min_run=16)
-    assert spans == {"claimable": 0, "relocatable": 40}
+    earlier = list(range(100)) + list(range(1000, 1200))
+    # After a 64-token hit: 10 new tokens, then a 200-token span of the earlier prompt moved.
+    current = list(range(64)) + list(range(500, 510)) + list(range(1000, 1200)) + [7]
+    spans = reusable_spans(earlier, current, hit=64, min_run=16, block_size=16)
+    # A warm-up stage to the block boundary inside the moved span (80) lets the connector
+    # claim it from there: 80..273, the last token computed.
+    assert spans == {"claimable": 0, "staged": 194, "relocatable": 200}
     # The run right after the hit continues in the earlier prompt: claimable, up to one token
     # short of the end (the engine computes the last token itself).
     current = list(range(64)) + list(range(64, 100))
-    assert reusable_spans(earlier, current, hit=64, min_run=16) == {"claimable": 35, "relocatable": 36}
+    assert reusable_spans(earlier, current, hit=64, min_run=16) == {"claimable": 35, "staged": 35,
+                                                                   "relocatable": 36}
     # Runs shorter than min_run do not count; no earlier prompt, nothing.
     assert reusable_spans(earlier, list(range(64)) + list(range(10, 20)), 64, 16)["relocatable"] == 0
-    assert reusable_spans(None, current, 0) == {"claimable": 0, "relocatable": 0}
+    assert reusable_spans(None, current, 0) == {"claimable": 0, "staged": 0, "relocatable": 0}

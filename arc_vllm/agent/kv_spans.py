@@ -7,6 +7,8 @@ their position changed. Two figures per prompt, in tokens after the prefix-cache
 
 - ``claimable``: the longest run starting at the hit that appears contiguously in the earlier
   prompt (what a connector under vLLM's interface can supply);
+- ``staged``: what the connector claims when the server sends the prompt in warm-up stages
+  (``warmup_boundaries``), each claim starting inside a reusable run;
 - ``relocatable``: every token covered by runs of at least ``min_run`` tokens that appear in the
   earlier prompt, wherever they sit (what a non-contiguous scheme such as CacheBlend could
   reuse: the upper bound).
@@ -40,16 +42,22 @@ def longest_match(earlier: list[int], index: dict, current: list[int], at: int, 
     return best
 
 
-def reusable_spans(earlier: list[int] | None, current: list[int], hit: int, min_run: int = 16) -> dict:
-    """``claimable`` and ``relocatable`` tokens of ``current`` after ``hit`` (see above)."""
+def reusable_spans(earlier: list[int] | None, current: list[int], hit: int, min_run: int = 16,
+                   block_size: int = 128) -> dict:
+    """``claimable``, ``staged`` and ``relocatable`` tokens of ``current`` after ``hit`` (see
+    above; ``staged``: what the connector claims over the server's warm-up stages, stage by
+    stage as the engine runs them; ``hit`` must be the block-aligned common prefix)."""
     if not earlier:
-        return {"claimable": 0, "relocatable": 0}
+        return {"claimable": 0, "staged": 0, "relocatable": 0}
     index = index_runs(earlier, min_run)
     claimable = longest_match(earlier, index, current, hit, min_run)
     # The last prompt token is always computed (the engine needs one to sample from).
     claimable = min(claimable, max(0, len(current) - 1 - hit))
     relocatable = sum(length for _, length in matched_runs(earlier, index, current, hit, min_run))
-    return {"claimable": claimable, "relocatable": relocatable}
+    boundaries = warmup_boundaries(earlier, current, block_size, min_run)
+    staged = sum(claimed_tokens(claim_pieces(earlier, index, current[:end], start, min_run))
+                 for start, end in zip([hit, *boundaries], [*boundaries, len(current)]))
+    return {"claimable": claimable, "staged": staged, "relocatable": relocatable}
 
 
 def claim_pieces(earlier: list[int], index: dict, current: list[int], hit: int,

@@ -82,11 +82,12 @@ def replay_one(trajectory: Trajectory, config: ArcConfig, counter) -> dict:
         elapsed_ms = (time.perf_counter() - started) * 1000
         token_ids = counter.prompt_token_ids(view.messages)
         hit = reusable_prefix_tokens(previous_ids, token_ids)
-        spans = reusable_spans(previous_ids, token_ids, hit)
+        spans = reusable_spans(previous_ids, token_ids, hit, block_size=PREFIX_BLOCK_TOKENS)
         calls.append({"step": context.step + 1, "prompt_tokens": view.tokens,
                       "full_context_tokens": full_tokens, "compacted": view.compacted,
                       "render_ms": round(elapsed_ms, 3), "components": view.components,
                       "prefix_reusable_tokens": hit, "kv_claimable_tokens": spans["claimable"],
+                      "kv_staged_claimable_tokens": spans["staged"],
                       "kv_relocatable_tokens": spans["relocatable"]})
         previous_ids = token_ids
         started = time.perf_counter()
@@ -132,11 +133,14 @@ def summarize(results: list[dict], config: ArcConfig, tokenizer: str, errors: li
         "prefix_reusable_tokens_total": sum(call["prefix_reusable_tokens"] for call in calls),
         "prefix_block_tokens": PREFIX_BLOCK_TOKENS,
         # Beyond the prefix cache, on the calls right after a compaction (agent.kv_spans): what a
-        # KV connector could claim under vLLM's interface, and what any placement could reuse.
+        # KV connector could claim under vLLM's interface (alone, and over the warm-up stages of
+        # --arc-kv-reuse), and what any placement could reuse.
         "compaction_calls": len(compacted),
         "compaction_prompt_tokens": sum(call["prompt_tokens"] for call in compacted),
         "compaction_prefix_cached_tokens": sum(call["prefix_reusable_tokens"] for call in compacted),
         "compaction_kv_claimable_tokens": sum(call["kv_claimable_tokens"] for call in compacted),
+        "compaction_kv_staged_claimable_tokens": sum(call["kv_staged_claimable_tokens"]
+                                                     for call in compacted),
         "compaction_kv_relocatable_tokens": sum(call["kv_relocatable_tokens"] for call in compacted),
         "compaction_ms_p50": round(percentile(compaction_ms, 0.5), 3),
         "compaction_ms_p99": round(percentile(compaction_ms, 0.99), 3),
