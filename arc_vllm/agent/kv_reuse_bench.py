@@ -31,6 +31,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import sys
 import time
 from pathlib import Path
@@ -191,6 +192,8 @@ def run(out: str, paths: list[str], model: str | None, context_window: int, max_
     started = time.perf_counter()
     out_dir = Path(out)
     out_dir.mkdir(parents=True, exist_ok=True)
+    # The engine in this process: the runner reads the connector's own count of claimed tokens.
+    os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
     backend = VllmBackend(model, context_window=context_window, kv_reuse=True)
     try:
         counter = load_counter(backend.model)

@@ -48,7 +48,7 @@ class KVWarmup:
         from vllm.inputs import TokensPrompt
 
         previous = self.last_views.pop(session_id, None)
-        # Tokenizing and planning take ~0.5 s for a 100k-token view: off the event loop.
+        # Tokenizing and planning are linear in the view (long for 100k tokens): off the event loop.
         tokens, boundaries = await asyncio.to_thread(self.plan, previous, messages, tools)
         self.last_views[session_id] = tokens
         while len(self.last_views) > MAX_SESSIONS:
