@@ -29,17 +29,25 @@ def index_runs(tokens: list[int], min_run: int) -> dict[tuple, list[int]]:
     return positions
 
 
+def best_match(earlier: list[int], index: dict, current: list[int], at: int, min_run: int,
+               end: int) -> tuple[int, int]:
+    """(start in ``earlier``, length) of the longest run of ``current[at:end]`` found in
+    ``earlier``; length 0 if none reaches ``min_run`` tokens."""
+    best_start, best_length = -1, 0
+    for start in index.get(tuple(current[at:at + min_run]), ()):
+        length = min_run
+        while (at + length < end and start + length < len(earlier)
+               and current[at + length] == earlier[start + length]):
+            length += 1
+        if length > best_length:
+            best_start, best_length = start, length
+    return best_start, best_length
+
+
 def longest_match(earlier: list[int], index: dict, current: list[int], at: int, min_run: int) -> int:
     """Length of the longest run of ``current`` from ``at`` found in ``earlier`` (0 if shorter
     than ``min_run``)."""
-    best = 0
-    for start in index.get(tuple(current[at:at + min_run]), ()):
-        length = min_run
-        while (at + length < len(current) and start + length < len(earlier)
-               and current[at + length] == earlier[start + length]):
-            length += 1
-        best = max(best, length)
-    return best
+    return best_match(earlier, index, current, at, min_run, len(current))[1]
 
 
 def reusable_spans(earlier: list[int] | None, current: list[int], hit: int, min_run: int = 16,
@@ -54,7 +62,7 @@ def reusable_spans(earlier: list[int] | None, current: list[int], hit: int, min_
     # The last prompt token is always computed (the engine needs one to sample from).
     claimable = min(claimable, max(0, len(current) - 1 - hit))
     relocatable = sum(length for _, length in matched_runs(earlier, index, current, hit, min_run))
-    boundaries = warmup_boundaries(earlier, current, block_size, min_run)
+    boundaries = warmup_boundaries(earlier, current, block_size, min_run, index=index)
     staged = sum(claimed_tokens(claim_pieces(earlier, index, current[:end], start, min_run))
                  for start, end in zip([hit, *boundaries], [*boundaries, len(current)]))
     return {"claimable": claimable, "staged": staged, "relocatable": relocatable}
@@ -69,14 +77,7 @@ def claim_pieces(earlier: list[int], index: dict, current: list[int], hit: int,
     many tokens before ``hit`` (those tokens were computed, seeing the new text before them)."""
     pieces, at, end = [], hit, len(current) - 1
     while at < end:
-        best_start, best_length = -1, 0
-        for start in index.get(tuple(current[at:at + min_run]), ()):
-            length = min_run
-            while (at + length < end and start + length < len(earlier)
-                   and current[at + length] == earlier[start + length]):
-                length += 1
-            if length > best_length:
-                best_start, best_length = start, length
+        best_start, best_length = best_match(earlier, index, current, at, min_run, end)
         best_length = min(best_length, end - at)
         if best_length < min_run:
             break
@@ -110,7 +111,8 @@ def matched_runs(earlier: list[int], index: dict, current: list[int], start: int
 
 
 def warmup_boundaries(earlier: list[int] | None, current: list[int], block_size: int, min_run: int,
-                      recompute_tokens: int = 0, min_gain: int = 128, max_stages: int = 8) -> list[int]:
+                      recompute_tokens: int = 0, min_gain: int = 128, max_stages: int = 8,
+                      index: dict | None = None) -> list[int]:
     """Where to cut ``current`` into warm-up stages (empty: none) so that a connector can claim
     reusable runs that new text separates. Stage k sends ``current[:boundary_k]``: the prefix
     cache holds everything up to the previous boundary, the connector claims the run from
@@ -123,7 +125,7 @@ def warmup_boundaries(earlier: list[int] | None, current: list[int], block_size:
     of its chain, taken if that claim is at least ``min_gain`` tokens; at most ``max_stages``."""
     if not earlier:
         return []
-    index = index_runs(earlier, min_run)
+    index = index if index is not None else index_runs(earlier, min_run)
     same = 0
     while same < min(len(earlier), len(current)) and earlier[same] == current[same]:
         same += 1

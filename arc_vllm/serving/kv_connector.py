@@ -42,7 +42,7 @@ import torch
 from vllm.distributed.kv_transfer.kv_connector.v1.base import (KVConnectorBase_V1,
                                                                 KVConnectorMetadata, KVConnectorRole)
 
-from arc_vllm.agent.kv_spans import claim_pieces, index_runs
+from arc_vllm.agent.kv_spans import claim_pieces, claimed_tokens, index_runs
 from arc_vllm.kernels.kv_layout import LayerCache, slots_of
 
 
@@ -174,7 +174,7 @@ class ArcKVConnector(KVConnectorBase_V1):
             return 0, False
         self.plans[request.request_id] = pieces
         self.sessions[request.request_id] = session
-        return sum(length for _, _, length in pieces), False
+        return claimed_tokens(pieces), False
 
     def update_state_after_alloc(self, request, blocks, num_external_tokens: int):
         if num_external_tokens == 0:
@@ -193,7 +193,7 @@ class ArcKVConnector(KVConnectorBase_V1):
                 block_ids = list(self._kv_cache_manager.get_block_ids(request_id)[0])
                 meta.loads.append(Load(session, block_ids, pieces))
                 self.views[session].pieces.extend(pieces)
-                supplied = sum(length for _, _, length in pieces)
+                supplied = claimed_tokens(pieces)
                 self.claimed[request_id] = self.claimed.get(request_id, 0) + supplied
                 self.claimed_total += supplied
                 self.saved.move_to_end(session)
