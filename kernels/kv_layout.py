@@ -3,8 +3,9 @@
 vLLM hands a connector each attention layer's cache tensor (``register_kv_caches``). Two
 layouts occur:
 
-- vLLM-CPU: ``[num_blocks, num_kv_heads, block_size, 2 * head_size]`` (K transposed, then V, per
-  (block, head) slab; see ``cpu_layout.py``);
+- vLLM-CPU: ``[num_blocks, num_kv_heads, block_size, 2 * head_size]``, K then V per (block,
+  head) slab, placed inside the slab as the layer's attention ISA wants (``vec``, ``vec16``,
+  ``amx``; see ``cpu_layout.py``): the caller names the ISA the engine chose;
 - GPU (flash-attn and Triton backends): ``[2, num_blocks, block_size, num_kv_heads, head_size]``,
   K then V, each the paged layout ``relocate_kv`` takes.
 
@@ -22,21 +23,31 @@ from __future__ import annotations
 
 import torch
 
-from arc_vllm.kernels.cpu_layout import read_tokens, relocate_kv_cpu, write_tokens
+from arc_vllm.kernels.cpu_layout import (CPU_LAYOUTS, UnsupportedKVLayout, read_tokens,
+                                          relocate_kv_cpu, slab_offsets, write_tokens)
 from arc_vllm.kernels.relocate_kv import relocate_kv
+
+PAGED = "paged"  # the GPU backends' [2, blocks, block_size, heads, head_size]
 
 
 class LayerCache:
-    def __init__(self, tensor: torch.Tensor, cpu_layout: bool | None = None, impl: str = "auto"):
+    """One layer's cache in a named layout: ``"paged"`` (GPU), or the vLLM-CPU attention ISA
+    whose slab layout it holds (``"vec"``, ``"vec16"``, ``"amx"``). There is no default for a CPU
+    cache: the layout is what the engine chose, and a guess is how KV gets silently garbled."""
+
+    def __init__(self, tensor: torch.Tensor, layout: str, impl: str = "auto"):
         self.tensor = tensor
+        self.layout = layout
         self.impl = impl  # relocate_kv's implementation for the GPU layout
-        # vLLM-CPU's layout is the 4-D one; a GPU backend's is 5-D with K and V first.
-        self.cpu_layout = tensor.dim() == 4 if cpu_layout is None else cpu_layout
+        self.cpu_layout = layout != PAGED
         if self.cpu_layout:
+            if layout not in CPU_LAYOUTS:
+                raise UnsupportedKVLayout(f"no KV layout {layout!r} (known: {PAGED}, {', '.join(CPU_LAYOUTS)})")
             if tensor.dim() != 4:
                 raise ValueError(f"a CPU KV cache is [blocks, heads, block_size, 2 * head_size]; "
                                  f"got {tuple(tensor.shape)}")
             self.block_size = tensor.shape[2]
+            slab_offsets(layout, self.block_size, tensor.shape[3] // 2, tensor.element_size())  # checks sizes
         else:
             if tensor.dim() != 5 or tensor.shape[0] != 2:
                 raise ValueError(f"a paged KV cache is [2, blocks, block_size, heads, head_size]; "
@@ -49,7 +60,7 @@ class LayerCache:
     def read(self, slots: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Copies of K and V at ``slots``, each ``[n, heads, head_size]``."""
         if self.cpu_layout:
-            key, value = read_tokens(self.tensor, slots)
+            key, value = read_tokens(self.tensor, slots, self.layout)
             return key.clone(), value.clone()
         keys, values = self._paged()
         heads, head_size = keys.shape[2], keys.shape[3]
@@ -58,7 +69,7 @@ class LayerCache:
 
     def write(self, slots: torch.Tensor, key: torch.Tensor, value: torch.Tensor) -> None:
         if self.cpu_layout:
-            write_tokens(self.tensor, slots, key, value)
+            write_tokens(self.tensor, slots, key, value, self.layout)
             return
         keys, values = self._paged()
         heads, head_size = keys.shape[2], keys.shape[3]
@@ -69,7 +80,7 @@ class LayerCache:
                is_neox: bool) -> None:
         """Rotate the keys at ``slots`` by ``pos_delta`` (V unchanged), in place."""
         if self.cpu_layout:
-            relocate_kv_cpu(self.tensor, slots, slots, pos_delta, cos_sin_cache, is_neox)
+            relocate_kv_cpu(self.tensor, slots, slots, pos_delta, cos_sin_cache, is_neox, self.layout)
             return
         keys, values = self._paged()
         relocate_kv(keys, values, slots, slots, pos_delta, cos_sin_cache, is_neox, impl=self.impl,
@@ -102,9 +113,10 @@ if __name__ == "__main__":
 
     torch.manual_seed(0)
     cos_sin = compute_cos_sin_cache(32, 256)
-    for name, tensor in (("cpu", torch.randn(6, 2, 16, 64)), ("paged", torch.randn(2, 6, 16, 2, 32))):
-        layer = LayerCache(tensor)
-        slots = slots_of([4, 1, 3], 5, 30, 16)
+    for name, tensor in (("vec", torch.randn(6, 2, 32, 64)), ("amx", torch.randn(6, 2, 32, 64)),
+                         (PAGED, torch.randn(2, 6, 16, 2, 32))):
+        layer = LayerCache(tensor, name)
+        slots = slots_of([4, 1, 3], 5, 30, layer.block_size)
         key, value = layer.read(slots)
         layer.write(slots, key, value)
         delta = torch.full((30,), 7, dtype=torch.int64)

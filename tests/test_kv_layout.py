@@ -1,5 +1,6 @@
 """The KV-reuse connector's fill, without vLLM: saved K and V placed into a request's slots at new
-positions, on vLLM-CPU's layout and on the GPU's paged (flash-attn) layout. A key saved at
+positions, on each of vLLM-CPU's layouts (one per attention ISA: vec, vec16, amx) and on the GPU's paged
+(flash-attn) layout, in float32 and bfloat16. A key saved at
 position p and filled at p + delta must equal the same key rotated straight to p + delta; V is
 copied as is. CPU runs the torch reference; tests marked ``gpu`` run the paged layout on a
 device with the Triton and CUDA kernels (``bench/gpu_check.sh``).
@@ -11,20 +12,25 @@ import pytest
 import torch
 
 from arc_vllm.kernels import available_implementations, compute_cos_sin_cache
+from arc_vllm.kernels.cpu_layout import UnsupportedKVLayout
 from arc_vllm.kernels.kv_layout import LayerCache, slots_of
 from arc_vllm.kernels.rope import rotate
 
-BLOCK, HEADS, HEAD_SIZE, BLOCKS = 16, 2, 64, 12
+BLOCK, HEADS, HEAD_SIZE, BLOCKS = 32, 2, 64, 12  # vLLM-CPU blocks are multiples of 32
 # (position in the new prompt, position saved, length): one piece moved right across block
 # boundaries, the next moved left, end to end as the connector claims them.
 PIECES = [(37, 5, 40), (77, 90, 30)]
 BLOCK_IDS = [7, 2, 11, 0, 5, 9, 3]  # the request's blocks, in no particular order
 
 
-def make_cache(layout: str, device: str = "cpu") -> torch.Tensor:
-    if layout == "cpu":
-        return torch.zeros(BLOCKS, HEADS, BLOCK, 2 * HEAD_SIZE, device=device)
-    return torch.zeros(2, BLOCKS, BLOCK, HEADS, HEAD_SIZE, device=device)
+LAYOUTS = ["vec", "vec16", "amx", "paged"]
+DTYPES = [torch.float32, torch.bfloat16]
+
+
+def make_cache(layout: str, device: str = "cpu", dtype=torch.float32) -> torch.Tensor:
+    if layout != "paged":
+        return torch.zeros(BLOCKS, HEADS, BLOCK, 2 * HEAD_SIZE, device=device, dtype=dtype)
+    return torch.zeros(2, BLOCKS, BLOCK, HEADS, HEAD_SIZE, device=device, dtype=dtype)
 
 
 def saved_prompt(tokens: int = 128):
@@ -39,19 +45,24 @@ def saved_prompt(tokens: int = 128):
 
 def check_fill(layer: LayerCache, cos_sin: torch.Tensor) -> None:
     raw, key, value, _ = saved_prompt()
+    dtype = layer.tensor.dtype
+    key, value = key.to(dtype), value.to(dtype)
+    # bfloat16 keeps 8 bits of mantissa: a rotated key is rounded once more when stored.
+    tolerance = 1e-4 if dtype == torch.float32 else 3e-2
     layer.fill(key, value, PIECES, BLOCK_IDS, cos_sin.to(layer.tensor.device), is_neox=True)
     for new, old, length in PIECES:
         slots = slots_of(BLOCK_IDS, new, length, BLOCK).to(layer.tensor.device)
         got_key, got_value = layer.read(slots)
         want = rotate(raw[old:old + length], torch.arange(new, new + length), cos_sin, is_neox=True)
-        torch.testing.assert_close(got_key.cpu(), want, rtol=1e-4, atol=1e-4)
+        torch.testing.assert_close(got_key.cpu().float(), want, rtol=tolerance, atol=tolerance)
         assert torch.equal(got_value.cpu(), value[old:old + length])
 
 
-@pytest.mark.parametrize("layout", ["cpu", "paged"])
-def test_fill_places_saved_kv_at_new_positions(layout):
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_fill_places_saved_kv_at_new_positions(layout, dtype):
     _, _, _, cos_sin = saved_prompt()
-    layer = LayerCache(make_cache(layout))
+    layer = LayerCache(make_cache(layout, dtype=dtype), layout)
     check_fill(layer, cos_sin)
     # Nothing outside the claimed slots is touched.
     claimed = torch.cat([slots_of(BLOCK_IDS, new, length, BLOCK) for new, _, length in PIECES])
@@ -60,21 +71,30 @@ def test_fill_places_saved_kv_at_new_positions(layout):
     assert not key.any() and not value.any()
 
 
-def test_the_two_layouts_hold_the_same_tokens():
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_every_layout_holds_the_same_tokens_in_different_places(dtype):
     _, key, value, cos_sin = saved_prompt()
-    cpu, paged = LayerCache(make_cache("cpu")), LayerCache(make_cache("paged"))
-    for layer in (cpu, paged):
-        layer.fill(key, value, PIECES, BLOCK_IDS, cos_sin, is_neox=True)
+    layers = [LayerCache(make_cache(layout, dtype=dtype), layout) for layout in LAYOUTS]
+    for layer in layers:
+        layer.fill(key.to(dtype), value.to(dtype), PIECES, BLOCK_IDS, cos_sin, is_neox=True)
     slots = slots_of(BLOCK_IDS, 37, 70, BLOCK)
-    for a, b in zip(cpu.read(slots), paged.read(slots)):
-        assert torch.equal(a, b)
+    for layer in layers[1:]:
+        for a, b in zip(layers[0].read(slots), layer.read(slots)):
+            assert torch.equal(a, b)
+    # ... and amx's placement differs from vec's: reading one as the other garbles K and V.
+    vec, amx = layers[0], layers[2]
+    assert not torch.equal(vec.tensor, amx.tensor)
+    wrong = LayerCache(amx.tensor, "vec").read(slots)
+    assert not torch.equal(wrong[0], vec.read(slots)[0]) and not torch.equal(wrong[1], vec.read(slots)[1])
 
 
-def test_a_cache_of_another_shape_is_refused():
+def test_a_cache_of_another_shape_or_an_unknown_layout_is_refused():
     with pytest.raises(ValueError, match="CPU KV cache"):
-        LayerCache(torch.zeros(4, 2, 16), cpu_layout=True)
+        LayerCache(torch.zeros(4, 2, 16), "vec")
     with pytest.raises(ValueError, match="paged KV cache"):
-        LayerCache(torch.zeros(3, 4, 16, 2, 32))
+        LayerCache(torch.zeros(3, 4, 16, 2, 32), "paged")
+    with pytest.raises(UnsupportedKVLayout, match="neon"):
+        LayerCache(torch.zeros(4, 2, 32, 128), "neon")
 
 
 @pytest.mark.gpu
@@ -83,4 +103,4 @@ def test_fill_on_the_gpu_paged_layout(impl):
     if impl not in available_implementations("cuda"):
         pytest.fail(f"{impl} is not available on this GPU")
     _, _, _, cos_sin = saved_prompt()
-    check_fill(LayerCache(make_cache("paged", "cuda"), impl=impl), cos_sin)
+    check_fill(LayerCache(make_cache("paged", "cuda"), "paged", impl=impl), cos_sin)

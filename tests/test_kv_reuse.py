@@ -80,8 +80,12 @@ def test_a_session_through_compactions_reuses_kv_and_loses_nothing(reusing):
         messages.append({"role": "assistant", "content": reply.choices[0].message.content})
     assert compactions >= 5 and warmed > 0
     metrics = urllib.request.urlopen(reusing.base + "/metrics").read().decode()
-    engine = {line.split()[0]: float(line.split()[1]) for line in metrics.splitlines()
-              if line.startswith("arc_engine_") and not line.startswith("#")}
+    engine = {}
+    for line in metrics.splitlines():  # summed over label sets (the connector's carry vLLM's labels)
+        if line.startswith(("arc_engine_", "arc_kv_")):
+            name = line.split()[0].split("{")[0]
+            engine[name] = engine.get(name, 0) + float(line.split()[-1])
+    assert engine["arc_kv_reuse_enabled"] == 1  # the start-up layout check passed
     # The connector supplied KV, counted apart from the prefix cache's, within the prompts.
     assert engine["arc_engine_kv_reused_tokens_total"] > 0
     assert engine["arc_engine_kv_reused_tokens_total"] + engine["arc_engine_prefix_cached_tokens_total"] \
@@ -102,6 +106,10 @@ def test_bench_kv_reuse_writes_its_figures(tmp_path):
     result = json.loads((out / "kv_reuse.json").read_text())
     computed = result["prefill_tokens_computed"]
     assert result["compaction_turns"] == 3
+    # The figures name what they came from: the engine's KV layout, its dtype, the CPU's flags.
+    where = result["machine"]
+    assert where["isa"] in ("vec", "vec16", "amx") and where["dtype"] in ("float32", "bfloat16")
+    assert "avx2" in where["cpu_flags"] and all(check["ok"] for check in where["kv_reuse_check"])
     assert 0 < computed["on"] < computed["off"] <= result["compaction_prompt_tokens"]
     assert result["variants"]["on"]["kv_reused_tokens"] > 0
     assert set(result["variants"]) == {"on", "on+r32"}

@@ -22,7 +22,13 @@ the prefix cache for later turns and is moved again by the next compaction (the 
 at their compaction turns). Then the NIAH model agent (ARC, forced compactions) on the same
 engine, with and without reuse.
 
-Run:  arc-vllm bench kv-reuse --out runs/kv-reuse
+The figures depend on the KV layout the engine chose (vLLM-CPU's attention ISA, which follows
+the CPU and the dtype), so ``kv_reuse.json`` names it: ``machine`` holds the ISA (or GPU
+backend), the dtype, the CPU's AVX2 / AVX-512 / AMX flags and the connector's start-up layout
+check. If that check failed, reuse is off and the bench stops with an error rather than report
+figures of a run that reused nothing.
+
+Run:  arc-vllm bench kv-reuse --out runs/kv-reuse [--dtype bfloat16]
 Writes DIR/kv_reuse.json (and DIR/niah-off, DIR/niah-on) and prints a table.
 """
 
@@ -122,7 +128,7 @@ class SessionRunner:
         previous, results = None, []
         for tokens, measured in views:
             computed, boundaries = 0, []
-            before = self.connector.claimed_total
+            before = self.connector.num_supplied_tokens
             if session is not None:
                 boundaries = warmup_boundaries(previous, tokens, self.block_size, MIN_RUN, recompute)
                 for boundary in boundaries:
@@ -132,7 +138,7 @@ class SessionRunner:
             # num_cached_tokens counts the connector's tokens too: computed is what the engine ran.
             computed += len(tokens) - output.num_cached_tokens
             results.append({"computed": computed, "stages": len(boundaries), "measured": measured,
-                            "reused": self.connector.claimed_total - before, "output": output.outputs[0]})
+                            "reused": self.connector.num_supplied_tokens - before, "output": output.outputs[0]})
             previous = tokens
         return results
 
@@ -182,9 +188,29 @@ def niah_accuracy(backend, out: Path, reuse: bool, tasks: int, max_calls: int, c
             "wall_s": round(time.perf_counter() - started, 1)}
 
 
+CPU_FLAGS = ("avx2", "avx512f", "avx512_bf16", "amx_tile", "amx_bf16", "amx_int8")
+
+
+def machine(llm) -> dict:
+    """What the figures depend on: the KV layout the engine chose, the dtype, the CPU's flags,
+    and the KV-reuse connector's start-up layout check (its worker runs in this process)."""
+    from vllm.distributed.kv_transfer import get_kv_transfer_group
+
+    config = llm.llm_engine.vllm_config
+    layers = config.compilation_config.static_forward_context.values()
+    isas = sorted({getattr(layer, "isa", None) or "gpu" for layer in layers if hasattr(layer, "kv_cache")})
+    try:
+        words = set(Path("/proc/cpuinfo").read_text().split())
+    except OSError:
+        words = set()
+    checks = get_kv_transfer_group().worker.checks
+    return {"isa": ",".join(isas), "dtype": str(config.model_config.dtype).replace("torch.", ""),
+            "cpu_flags": [flag for flag in CPU_FLAGS if flag in words], "kv_reuse_check": checks}
+
+
 def run(out: str, paths: list[str], model: str | None, context_window: int, max_tokens: int,
         pairs_limit: int, recompute: list[int], niah_tasks: int, niah_max_calls: int, chains: int = 2,
-        log=sys.stderr) -> dict:
+        log=sys.stderr, dtype: str = "auto") -> dict:
     from arc_vllm.agent.backends import VllmBackend
     from arc_vllm.core.config import ArcConfig
     from arc_vllm.core.tokens import load_counter
@@ -194,8 +220,14 @@ def run(out: str, paths: list[str], model: str | None, context_window: int, max_
     out_dir.mkdir(parents=True, exist_ok=True)
     # The engine in this process: the runner reads the connector's own count of claimed tokens.
     os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
-    backend = VllmBackend(model, context_window=context_window, kv_reuse=True)
+    backend = VllmBackend(model, context_window=context_window, kv_reuse=True, dtype=dtype)
     try:
+        where = machine(backend.llm)
+        print(f"engine: attention {where['isa']}, {where['dtype']}, CPU flags {' '.join(where['cpu_flags'])}",
+              file=log)
+        if not all(check["ok"] for check in where["kv_reuse_check"]):
+            raise RuntimeError(f"KV reuse failed its start-up layout check, so it is off: "
+                               f"{where['kv_reuse_check']}")
         counter = load_counter(backend.model)
         replayed = replayed_views(paths, ArcConfig.for_window(context_window, max_tokens), counter)
         pairs = compaction_pairs(replayed, pairs_limit)
@@ -242,7 +274,8 @@ def run(out: str, paths: list[str], model: str | None, context_window: int, max_
                                     context_window, counter)} if niah_tasks else {}
     finally:
         backend.close()
-    result = {"model": backend.model, "context_window": context_window, "compaction_turns": len(pairs),
+    result = {"model": backend.model, "machine": where, "context_window": context_window,
+              "compaction_turns": len(pairs),
               "compaction_prompt_tokens": sum(len(pair["current"]) for pair in pairs),
               "prefill_tokens_computed": {"off": totals["off"]["computed"],
                                           "on": variants[first]["prefill_tokens_computed"]},
@@ -257,8 +290,10 @@ def run(out: str, paths: list[str], model: str | None, context_window: int, max_
 
 def table(result: dict) -> str:
     off = result["prefill_tokens_computed"]["off"]
+    where = result["machine"]
     lines = [f"{result['compaction_turns']} compaction turns, {result['compaction_prompt_tokens']} prompt "
-             f"tokens ({Path(result['model']).name}, window {result['context_window']})", "",
+             f"tokens ({Path(result['model']).name}, window {result['context_window']}; attention "
+             f"{where['isa']}, {where['dtype']}, CPU {' '.join(where['cpu_flags'])})", "",
              "| mode | prefill computed | vs off | KV reused | warm-up stages | greedy agreement | mean KL |",
              "|---|---|---|---|---|---|---|",
              f"| off | {off} | 1.00 | 0 | 0 | 1.000 | 0 |"]
@@ -298,6 +333,9 @@ def main(argv: list[str] | None = None) -> int:
                              "view in order, off and on (default 2; 0: skip)")
     parser.add_argument("--niah-tasks", type=int, default=8, help="NIAH episodes per mode (0: skip)")
     parser.add_argument("--niah-max-calls", type=int, default=30, help="agent calls per NIAH episode")
+    parser.add_argument("--dtype", default="auto",
+                        help="the engine's dtype (auto, float32, bfloat16): on vLLM-CPU it picks the "
+                             "attention ISA and so the KV layout (bfloat16 on AMX: amx)")
     parser.add_argument("--out", default="runs/kv-reuse", help="output folder (default runs/kv-reuse)")
     args = parser.parse_args(argv)
     missing = [path for path in args.files if not Path(path).exists()]
@@ -311,9 +349,12 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--recompute: at least one N >= 0")
     try:
         result = run(args.out, args.files, args.model, args.context_window, args.max_tokens, args.turns,
-                     recompute, args.niah_tasks, args.niah_max_calls, args.chains)
+                     recompute, args.niah_tasks, args.niah_max_calls, args.chains, dtype=args.dtype)
     except ValueError as error:
         parser.error(str(error))
+    except RuntimeError as error:
+        print(f"arc-vllm bench kv-reuse: {error}", file=sys.stderr)
+        return 1
     print(table(result))
     print(f"wrote {Path(args.out) / 'kv_reuse.json'}", file=sys.stderr)
     return 0

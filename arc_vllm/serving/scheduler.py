@@ -7,10 +7,11 @@ its computed-token count is exactly what vLLM's prefix cache supplied, so the ho
 per request, the prompt tokens and the cached ones, and per session the compaction events
 the API server passed along (``arc_compactions``). The figures go to Prometheus
 (``arc_engine_prompt_tokens_total``, ``arc_engine_prefix_cached_tokens_total``,
-``arc_engine_requests_total``, ``arc_engine_compactions_total``, and with ``--arc-kv-reuse``
-``arc_engine_kv_reused_tokens_total``: tokens whose KV the connector supplied, which are not
-counted as prefix-cached), which reach vLLM's /metrics
-through prometheus_client's multiprocess directory (set up by the launcher).
+``arc_engine_requests_total``, ``arc_engine_compactions_total``), which reach vLLM's /metrics
+through prometheus_client's multiprocess directory (set up by the launcher). With
+``--arc-kv-reuse``, tokens whose KV the connector supplied are not counted as prefix-cached;
+the connector reports them itself (``arc_engine_kv_reused_tokens_total``, through vLLM's
+connector stats) and says whether reuse passed its start-up check (``arc_kv_reuse_enabled``).
 
 Only the scheduler side of vLLM is touched: ``schedule()`` is wrapped, nothing else.
 """
@@ -25,8 +26,6 @@ ENGINE_PROMPT_TOKENS = Counter("arc_engine_prompt_tokens",
 ENGINE_CACHED_TOKENS = Counter("arc_engine_prefix_cached_tokens",
                                "Prompt tokens of ARC requests supplied by the prefix cache")
 ENGINE_REQUESTS = Counter("arc_engine_requests", "ARC requests scheduled")
-ENGINE_KV_REUSED = Counter("arc_engine_kv_reused_tokens",
-                           "Prompt tokens of ARC requests whose KV the KV-reuse connector supplied")
 ENGINE_COMPACTIONS = Counter("arc_engine_compactions",
                              "Compactions reported with ARC requests, per engine request")
 
@@ -34,20 +33,19 @@ ENGINE_COMPACTIONS = Counter("arc_engine_compactions",
 class ArcScheduler(Scheduler):
     def schedule(self, *args, **kwargs):
         output = super().schedule(*args, **kwargs)
-        # What the KV-reuse connector (serving/kv_connector.py) supplied, per request id.
-        claimed = getattr(self.connector, "claimed", None) or {}
+        # What the KV-reuse connector (serving/kv_connector.py) supplied for a request.
+        supplied = getattr(self.connector, "supplied_tokens", None)
         for new in output.scheduled_new_reqs:
             params = new.sampling_params
             extra = (params.extra_args or {}) if params is not None else {}
             if extra.get("arc_session") is None:
                 continue
             prompt = len(new.prompt_token_ids or [])
-            reused = claimed.pop(new.req_id, 0)
+            reused = supplied(new.req_id) if supplied is not None else 0
             cached = min(new.num_computed_tokens, prompt) - reused
             compactions = int(extra.get("arc_compactions", 0) or 0)
             ENGINE_REQUESTS.inc()
             ENGINE_PROMPT_TOKENS.inc(prompt)
             ENGINE_CACHED_TOKENS.inc(cached)
-            ENGINE_KV_REUSED.inc(reused)
             ENGINE_COMPACTIONS.inc(compactions)
         return output

@@ -1,0 +1,210 @@
+"""The scheduler half of ARC's KV-reuse connector (runs in vLLM's engine core).
+
+It remembers, per session, the token ids of the last prompt it had the worker save. For a new
+request of that session it claims the run of tokens right after the prefix-cache hit that the
+saved prompt holds, as pieces (``agent/kv_spans.py`` ``claim_pieces``), and tells the worker
+which saved positions go to which new ones. When a request's prompt is complete it tells the
+worker to save it (replacing the session's last). Sessions beyond ``host_tokens`` saved tokens
+are dropped, oldest first.
+
+vLLM's contract, kept here:
+
+- ``get_num_new_matched_tokens`` may be called again for a request that could not be
+  allocated (it waits for blocks): each call replans from scratch, so repeated calls agree
+  and nothing is counted twice; a claim counts once it is scheduled (``build_connector_meta``).
+- ``request_finished`` runs once per request, finished or aborted: it drops everything held
+  for the request, and the session's view in progress when the request was to save it (or was
+  one of its warm-up stages) and was aborted before its prompt was complete.
+- Nothing is claimed until the worker's start-up layout check passed
+  (``set_xfer_handshake_metadata``, vLLM's channel from the workers after the caches are
+  registered): a failed or missing check serves without reuse.
+
+Tokens supplied are reported through vLLM's connector stats (``get_kv_connector_stats``).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import OrderedDict
+from dataclasses import dataclass, field
+
+from prometheus_client import Gauge
+
+from arc_vllm.agent.kv_spans import claim_pieces, claimed_tokens, index_runs
+from arc_vllm.serving.kv_connector_meta import ArcKVMetadata, ArcKVStats, Load, Save, arc_extra
+
+logger = logging.getLogger(__name__)
+
+# Set once the workers' layout check is in; in the engine core's process, so it reaches
+# /metrics through prometheus_client's multiprocess directory (as the arc_engine_* counters).
+KV_REUSE_ENABLED = Gauge("arc_kv_reuse_enabled", "1 when --arc-kv-reuse passed its start-up layout "
+                         "check and reuses KV; 0 when it serves without reuse",
+                         multiprocess_mode="livemax")
+
+
+class SavedPrompt:
+    """A saved prompt's token ids, and which positions hold moved (approximate) KV. Claims that
+    move KV take only positions whose KV was computed there: KV is moved at most once, so the
+    error of one move does not add up over compactions. The index of the movable runs is built
+    when a claim first needs it (a compaction turn), not on save, so the engine's scheduling
+    loop pays for it only then."""
+
+    def __init__(self, tokens: list[int], moved: bytearray, min_run: int):
+        self.tokens = tokens
+        self.moved = moved
+        self.min_run = min_run
+        self._movable = None
+        self._index = None
+
+    @property
+    def movable(self) -> list[int]:
+        """The tokens, with moved positions replaced by values no token equals."""
+        if self._movable is None:
+            self._movable = [-1 - i if moved else token
+                             for i, (token, moved) in enumerate(zip(self.tokens, self.moved))]
+        return self._movable
+
+    @property
+    def index(self) -> dict:
+        if self._index is None:
+            self._index = index_runs(self.movable, self.min_run)
+        return self._index
+
+
+@dataclass
+class ViewInProgress:
+    """A session's view between its first request (a warm-up stage, or the request itself)
+    and its save: where the prefix cache's hit ended, and what was claimed for it."""
+
+    first_hit: int
+    pieces: list[tuple[int, int, int]] = field(default_factory=list)
+
+    def moved(self, length: int, last: SavedPrompt | None) -> bytearray:
+        """Per position of the view: 1 where its KV was moved. The hit's blocks came from the
+        last prompt (its flags go on); a piece claimed in place keeps its source's flags."""
+        moved = bytearray(length)
+        if last is not None:
+            inherited = min(self.first_hit, len(last.moved), length)
+            moved[:inherited] = last.moved[:inherited]
+        for new, old, size in self.pieces:
+            moved[new:new + size] = last.moved[old:old + size] if new == old and last else b"\x01" * size
+        return moved
+
+
+class ArcKVScheduler:
+    def __init__(self, min_run: int, host_tokens: int, block_size: int):
+        self.min_run = min_run
+        self.host_tokens = host_tokens
+        self.block_size = block_size
+        self.enabled = False  # until the workers' layout check passed
+        self.checks: list[dict] = []
+        self.saved: OrderedDict[str, SavedPrompt] = OrderedDict()
+        self.plans: dict[str, list[tuple[int, int, int]]] = {}  # request id -> pieces
+        self.sessions: dict[str, str] = {}  # request id -> its session, while it runs
+        self.pending_saves: dict[str, tuple[str, list[int]]] = {}  # request id -> (session, prompt)
+        self.views: dict[str, ViewInProgress] = {}  # session -> its view being built
+        self.supplied: dict[str, int] = {}  # request id -> tokens supplied, until it finishes
+        self.num_supplied_tokens = 0  # every token supplied so far
+        self._unreported = 0  # supplied since the last stats report
+
+    def set_checks(self, checks: list[dict]) -> None:
+        """The workers' layout checks (one per worker): reuse only when every one passed."""
+        self.checks = checks
+        self.enabled = bool(checks) and all(check["ok"] for check in checks)
+        KV_REUSE_ENABLED.set(1 if self.enabled else 0)
+        if not self.enabled:
+            logger.error("--arc-kv-reuse is off for this engine: %s", checks or "no worker reported a layout check")
+
+    def supplied_tokens(self, request_id: str) -> int:
+        """Tokens whose KV this connector supplied for a running request (0 if none)."""
+        return self.supplied.get(request_id, 0)
+
+    def get_num_new_matched_tokens(self, request, num_computed_tokens: int) -> tuple[int, bool]:
+        extra = arc_extra(request)
+        if not self.enabled or extra.get("arc_session") is None:
+            return 0, False
+        session = str(extra["arc_session"])
+        prompt = list(request.prompt_token_ids or [])
+        self.sessions[request.request_id] = session
+        if extra.get("arc_kv_save", True):  # a warm-up stage claims but is not saved
+            self.pending_saves[request.request_id] = (session, prompt)
+        self.plans.pop(request.request_id, None)
+        if session not in self.views:
+            self.views[session] = ViewInProgress(num_computed_tokens)
+        saved = self.saved.get(session)
+        if saved is None or num_computed_tokens >= len(prompt) - 1:
+            return 0, False
+        hit, end = num_computed_tokens, min(len(saved.tokens), len(prompt) - 1)
+        if saved.tokens[hit:hit + self.min_run] == prompt[hit:hit + self.min_run]:
+            # The common turn: this prompt goes on from the saved one; claim the rest of the
+            # saved text in place (its last partial block, which the prefix cache cannot give).
+            length = self.min_run
+            while hit + length < end and saved.tokens[hit + length] == prompt[hit + length]:
+                length += 1
+            pieces = [(hit, hit, min(length, end - hit))]
+        else:
+            pieces = claim_pieces(saved.movable, saved.index, prompt, hit, self.min_run,
+                                  int(extra.get("arc_kv_recompute", 0) or 0))
+        if not pieces:
+            return 0, False
+        self.plans[request.request_id] = pieces
+        return claimed_tokens(pieces), False
+
+    def update_state_after_alloc(self, request, num_external_tokens: int) -> None:
+        if num_external_tokens == 0:
+            self.plans.pop(request.request_id, None)
+
+    def build_connector_meta(self, scheduler_output, block_ids_of) -> ArcKVMetadata:
+        meta = ArcKVMetadata()
+        # New requests, and preempted ones resumed (they were claimed for again).
+        scheduled = {new.req_id: new.num_computed_tokens for new in scheduler_output.scheduled_new_reqs}
+        cached = scheduler_output.scheduled_cached_reqs
+        scheduled.update(zip(cached.req_ids, cached.num_computed_tokens))
+        for request_id in scheduled:
+            pieces = self.plans.pop(request_id, None)
+            if pieces:
+                session = self.sessions[request_id]
+                meta.loads.append(Load(session, block_ids_of(request_id), pieces))
+                self.views[session].pieces.extend(pieces)
+                supplied = claimed_tokens(pieces)
+                self.supplied[request_id] = self.supplied.get(request_id, 0) + supplied
+                self.num_supplied_tokens += supplied
+                self._unreported += supplied
+                self.saved.move_to_end(session)
+        # A prompt complete after this step is saved by the worker at its end.
+        for request_id, computed in scheduled.items():
+            if request_id not in self.pending_saves:
+                continue
+            session, prompt = self.pending_saves[request_id]
+            if computed + scheduler_output.num_scheduled_tokens.get(request_id, 0) < len(prompt):
+                continue
+            del self.pending_saves[request_id]
+            meta.saves.append(Save(session, block_ids_of(request_id), len(prompt)))
+            last = self.saved.pop(session, None)
+            view = self.views.pop(session, None) or ViewInProgress(0)
+            self.saved[session] = SavedPrompt(prompt, view.moved(len(prompt), last), self.min_run)
+        while sum(len(saved.tokens) for saved in self.saved.values()) > self.host_tokens:
+            dropped = self.saved.popitem(last=False)[0]
+            self.views.pop(dropped, None)
+            meta.drops.append(dropped)
+        return meta
+
+    def request_finished(self, request) -> None:
+        request_id = request.request_id
+        session = self.sessions.pop(request_id, None)
+        unsaved = self.pending_saves.pop(request_id, None) is not None
+        aborted = request.status.name == "FINISHED_ABORTED"
+        # The session's view in progress belongs to the request that was to save it: if that one
+        # ends with its prompt incomplete, or one of its warm-up stages is aborted, the view will
+        # never be saved, and the session's next request must start a view of its own.
+        if session is not None and (unsaved or aborted):
+            self.views.pop(session, None)
+        self.plans.pop(request_id, None)
+        self.supplied.pop(request_id, None)
+
+    def get_kv_connector_stats(self) -> ArcKVStats | None:
+        if not self._unreported:
+            return None
+        stats = ArcKVStats(data={"reused_tokens": self._unreported})
+        self._unreported = 0
+        return stats
