@@ -18,7 +18,14 @@
 
     .venv/bin/python bench/serving.py --prefix-only      (part 2 alone, about 3 minutes)
 
-3. Ray Serve (``--ray-replicas 1,2``, alone; writes runs/bench/serving_ray.json): the same load
+3. Streaming (``--streaming-only``, about 4 minutes; writes runs/bench/serving_streaming.json):
+   time to the first and to the last server-sent event of a streamed answer (300 tokens,
+   ``ignore_eos``), ARC session vs plain vLLM on the same prompts, alternated over repeats
+   (medians). Two cases: a fresh conversation that fits (no compaction; target ARC first event
+   <= 1.2x plain's), and a turn that needs a compaction (target: ARC's render/compaction time
+   plus plain's first event for the same view sent uncached).
+
+4. Ray Serve (``--ray-replicas 1,2``, alone; writes runs/bench/serving_ray.json): the same load
    of ARC sessions on plain ``arc-vllm serve`` and through ``arc-vllm serve --ray-replicas N``
    with session-affine and round-robin routing: affinity (the share of a session's requests on
    its first replica), the prefix-cache hit rate, throughput, p50/p99, the Ray path's overhead.
@@ -233,6 +240,71 @@ async def peer_reuse(server, turns, counter, budget: int, method: str) -> dict:
             "cached_fraction": round(sum(row[1] for row in rows[1:]) / total, 3) if total else 0.0}
 
 
+async def timed_stream(client, model, messages, extra: dict, max_tokens: int = 300) -> dict:
+    """First and last event times (ms) of one streamed answer, and its arc object."""
+    started = time.perf_counter()
+    first = last = None
+    arc = None
+    stream = await client.chat.completions.create(
+        model=model, messages=messages, max_tokens=max_tokens, stream=True, temperature=0,
+        extra_body={"ignore_eos": True, **extra})
+    async for chunk in stream:
+        now = (time.perf_counter() - started) * 1000
+        first = now if first is None else first
+        last = now
+        arc = (chunk.model_extra or {}).get("arc", arc)
+    return {"first_ms": round(first, 1), "last_ms": round(last, 1), "arc": arc}
+
+
+async def streaming(server, repeats: int) -> dict:
+    client = AsyncOpenAI(base_url=server.base + "/v1", api_key="none", max_retries=0)
+    model = (await client.models.list()).data[0].id
+    fits = {"plain": [], "arc": []}
+    for repeat in range(repeats):  # alternated, so drifts of the machine fall on both
+        messages = [{"role": "user", "content": f"({repeat}) Count from 1 to 300, one number a line."}]
+        fits["plain"].append(await timed_stream(client, model, messages, {}))
+        session = await create_session(client)
+        fits["arc"].append(await timed_stream(client, model, messages,
+                                              {"vllm_xargs": {"arc_session": session["id"]}}))
+    compaction = {"plain_same_view": [], "arc": [], "arc_render_ms": []}
+    for repeat in range(repeats):
+        session = await create_session(client)
+        messages = [{"role": "system", "content": f"You are an agent (stream {repeat})."},
+                    {"role": "user", "content": "Check every file."}]
+        xargs = {"arc_session": session["id"], "arc_debug": True}
+        for index in range(200):  # up to the first turn that compacts
+            messages += tool_turn(repeat, index, 60)
+            result = await timed_stream(client, model, messages, {"vllm_xargs": xargs}, max_tokens=8)
+            if result["arc"]["compactions"]:
+                break
+            messages.append({"role": "assistant", "content": "ok"})
+        result = await timed_stream(client, model, messages, {"vllm_xargs": xargs})
+        compaction["arc"].append(result)
+        compaction["arc_render_ms"].append(result["arc"]["render_ms"])
+        # The same view to plain vLLM, uncached: a nonce at its start.
+        view = [dict(message) for message in result["arc"]["views"][-1]]
+        view[0]["content"] = f"[{time.time_ns()}] " + (view[0].get("content") or "")
+        compaction["plain_same_view"].append(await timed_stream(client, model, view, {}))
+
+    def median(rows, key):
+        return round(statistics.median(row[key] for row in rows), 1)
+
+    result = {"repeats": repeats, "generated_tokens": 300,
+              "no_compaction": {mode: {"first_ms": median(rows, "first_ms"), "last_ms": median(rows, "last_ms")}
+                                for mode, rows in fits.items()},
+              "compaction_turn": {
+                  "arc": {"first_ms": median(compaction["arc"], "first_ms"),
+                          "last_ms": median(compaction["arc"], "last_ms"),
+                          "render_ms": round(statistics.median(compaction["arc_render_ms"]), 1)},
+                  "plain_same_view_uncached": {"first_ms": median(compaction["plain_same_view"], "first_ms"),
+                                               "last_ms": median(compaction["plain_same_view"], "last_ms")}}}
+    no = result["no_compaction"]
+    no["first_event_ratio_arc_to_plain"] = round(no["arc"]["first_ms"] / no["plain"]["first_ms"], 2)
+    turn = result["compaction_turn"]
+    turn["target_first_ms"] = round(turn["arc"]["render_ms"] + turn["plain_same_view_uncached"]["first_ms"], 1)
+    return result
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sessions", type=int, default=32)
@@ -241,6 +313,9 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=3, help="alternating plain/ARC load rounds")
     parser.add_argument("--out", default="runs/bench/serving.json")
     parser.add_argument("--prefix-only", action="store_true", help="skip the load rounds")
+    parser.add_argument("--streaming-only", action="store_true",
+                        help="part 3 alone: first/last event times of streamed answers, ARC vs plain")
+    parser.add_argument("--repeats", type=int, default=5, help="streamed answers per case (part 3)")
     parser.add_argument("--ray-replicas", default=None,
                         help="e.g. 1,2: the load through Ray Serve with that many engine replicas "
                              "(affinity and round-robin routing) beside plain arc-vllm serve, only")
@@ -257,6 +332,18 @@ def main() -> int:
         return 0
     server = Server(str(model), Path(args.out).with_suffix(".server.log"), "--max-num-seqs", "32",
                     "--max-model-len", "8192", in_process_engine=False).wait()
+    if args.streaming_only:
+        try:
+            results = {"model": "arc-tiny-llama (random weights, 2 layers)", "machine_cpus": os.cpu_count(),
+                       "streaming": asyncio.run(streaming(server, args.repeats))}
+        finally:
+            server.stop()
+        out = Path(args.out).with_name("serving_streaming.json") if args.out == "runs/bench/serving.json" \
+            else Path(args.out)
+        out.write_text(json.dumps(results, indent=1))
+        print(json.dumps(results["streaming"], indent=1))
+        print(f"wrote {out}")
+        return 0
     try:
         results = {"model": "arc-tiny-llama (random weights, 2 layers)", "machine_cpus": os.cpu_count()}
         # Rounds of plain then ARC, alternating, so that drifts of this shared machine fall on

@@ -158,9 +158,49 @@ def test_requests_without_a_session_pass_through_and_the_header_works(tiny):
     assert via_header.model_extra["arc"]["session"] == session["id"]
 
 
-def test_streaming_session_response(tiny):
+def stream_events(base: str, body: dict, headers: dict | None = None) -> list[tuple[float, dict]]:
+    """(arrival time, event) of each server-sent event of a streamed request, as it arrives."""
+    import time
+
+    request = urllib.request.Request(base + "/v1/chat/completions", data=json.dumps(body).encode(),
+                                     method="POST", headers={"Content-Type": "application/json",
+                                                             **(headers or {})})
+    started, events = time.perf_counter(), []
+    with urllib.request.urlopen(request, timeout=300) as response:
+        assert response.headers["Content-Type"].startswith("text/event-stream")
+        for line in response:
+            line = line.decode().strip()
+            if line.startswith("data: "):
+                events.append((time.perf_counter() - started,
+                               line[6:] if line[6:] == "[DONE]" else json.loads(line[6:])))
+    return events
+
+
+def streamed_text(events) -> str:
+    return "".join(event["choices"][0]["delta"].get("content") or "" for _, event in events
+                   if isinstance(event, dict) and event.get("choices"))
+
+
+def test_a_streamed_session_answer_streams_as_it_is_generated(tiny):
     client, model = client_for(tiny)
     _, session = call(tiny.base, "POST", "/v1/arc/sessions")
+    body = {"model": model, "max_tokens": 64, "ignore_eos": True, "stream": True,
+            "messages": [{"role": "user", "content": "hello"}],
+            "vllm_xargs": {"arc_session": session["id"]}}
+    events = stream_events(tiny.base, body)
+    assert events[-1][1] == "[DONE]"
+    chunks = [event for _, event in events[:-1]]
+    assert chunks[0]["choices"][0]["delta"]["role"] == "assistant"
+    content = [chunk for chunk in chunks if chunk["choices"] and chunk["choices"][0]["delta"].get("content")]
+    assert len(content) >= 32  # delta by delta, not one piece at the end
+    # Events arrive while the answer is generated: the first long before the last.
+    first, last = events[0][0], events[-2][0]
+    assert first < 0.5 * last
+    # Without usage asked for, the finish_reason chunk is the last and carries the arc object.
+    assert chunks[-1]["choices"][0]["finish_reason"] == "length"
+    assert chunks[-1]["arc"]["session"] == session["id"] and chunks[-1]["arc"]["engine_calls"] == 1
+    # The OpenAI client reads the same stream; with usage asked for, the usage chunk is last
+    # and carries the arc object.
     stream = client.chat.completions.create(
         model=model, max_tokens=6, stream=True, stream_options={"include_usage": True},
         messages=[{"role": "user", "content": "hello"}],
@@ -169,6 +209,57 @@ def test_streaming_session_response(tiny):
     assert chunks[0].choices[0].delta.role == "assistant"
     assert any(chunk.choices and chunk.choices[0].finish_reason for chunk in chunks)
     assert chunks[-1].usage is not None and chunks[-1].usage.prompt_tokens > 0
+    assert chunks[-1].model_extra["arc"]["session"] == session["id"]
+
+
+def test_a_command_served_mid_stream_never_reaches_the_client(tiny):
+    _, session = call(tiny.base, "POST", "/v1/arc/sessions", {"budgets": {"recalls_per_step": 1}})
+    client, model = client_for(tiny)
+    body = "status line\n" * 300
+    turn, signature = tool_turn(0, body)
+    messages = [{"role": "user", "content": "Read the log."}] + turn
+    oid = visible_id(signature, body)
+    # The model is made to say a line, then a command (structured outputs), at every call: the
+    # first call's command is served inside the server and the model generates again; the
+    # second is the step's last (r = 1), so its text, command line included, is the answer.
+    events = stream_events(tiny.base, {
+        "model": model, "max_tokens": 40, "stream": True, "messages": messages,
+        "structured_outputs": {"regex": f"Checking\\.\\n_recall §{oid}\\n"},
+        "vllm_xargs": {"arc_session": session["id"]}})
+    arc = events[-2][1]["arc"]
+    assert arc["commands_served"] == 1 and arc["recalls"] == 1 and arc["engine_calls"] == 2
+    # The served command line never reached the client; the line before it did, as it came.
+    assert streamed_text(events) == f"Checking.\nChecking.\n_recall §{oid}\n"
+    # ARC's own tool calls never reach the client either: the model is made to call _recall.
+    _, session = call(tiny.base, "POST", "/v1/arc/sessions", {"budgets": {"recalls_per_step": 1}})
+    tools = [{"type": "function", "function": {"name": "cat", "parameters": {
+        "type": "object", "properties": {"path": {"type": "string"}}}}}]
+    events = stream_events(tiny.base, {
+        "model": model, "max_tokens": 40, "stream": True, "messages": messages, "tools": tools,
+        "tool_choice": {"type": "function", "function": {"name": "_recall"}},
+        "vllm_xargs": {"arc_session": session["id"]}})
+    chunks = [event for _, event in events[:-1]]
+    assert not any(chunk["choices"] and chunk["choices"][0]["delta"].get("tool_calls") for chunk in chunks)
+    # Not "tool_calls": the client was shown none ("length" when the forced call ran long).
+    assert chunks[-1]["arc"]["engine_calls"] == 2
+    assert chunks[-1]["choices"][0]["finish_reason"] in ("stop", "length")
+
+
+def test_a_streamed_request_that_fails_before_its_first_event_gets_an_http_error(tiny):
+    client, model = client_for(tiny)
+    with pytest.raises(NotFoundError):
+        list(client.chat.completions.create(model=model, max_tokens=2, stream=True,
+                                            messages=[{"role": "user", "content": "x"}],
+                                            extra_body={"vllm_xargs": {"arc_session": "sess_nope"}}))
+    _, session = call(tiny.base, "POST", "/v1/arc/sessions")
+    with pytest.raises(BadRequestError, match="messages"):
+        list(client.chat.completions.create(model=model, max_tokens=2, stream=True,
+                                            messages=[{"role": "robot", "content": "x"}],
+                                            extra_body={"vllm_xargs": {"arc_session": session["id"]}}))
+    # The session was left as it was, and serves the next request.
+    reply = client.chat.completions.create(model=model, max_tokens=2, messages=[{"role": "user", "content": "x"}],
+                                           extra_body={"vllm_xargs": {"arc_session": session["id"]}})
+    assert reply.model_extra["arc"]["session"] == session["id"]
 
 
 def test_durable_sessions_survive_kill_9(tmp_path):

@@ -10,9 +10,8 @@ Commands come from the model's text (the one grammar, ``core/commands.py``) or f
 tool calls named ``_recall``, ``_recall_meta`` or ``_catalog`` (offered beside the request's
 own tools when it has any), turned into ``Command`` objects directly. A tool-call command is
 answered by a ``role: tool`` message holding the result (the recalled text itself), so the
-model continues in its own format. With ``stream: true`` the final message is sent as
-server-sent events once the loop is done: ARC must see a whole output to know whether it
-is a command.
+model continues in its own format. With ``stream: true`` the same loop runs in
+``serving/chat_stream.py``, streaming every delta that cannot be an ARC command.
 """
 
 from __future__ import annotations
@@ -78,6 +77,124 @@ class Loop:
     prompt_tokens: int = 0
     cached_tokens: int = 0
     warmup_tokens: int = 0
+    render_ms: float = 0.0  # ARC's own time before the engine calls: render, compactions
+
+
+class Step:
+    """One ARC request on a session, between taking its messages in and the arc object: the
+    engine calls (``call``), the commands served between them (``serve``). The caller holds
+    the session's lock from ``begin`` until ``end``."""
+
+    def __init__(self, body: dict, session, serving, raw_request, request_class, kv_warmup=None):
+        self.body = body
+        self.session = session
+        self.serving = serving
+        self.raw_request = raw_request
+        self.request_class = request_class
+        self.kv_warmup = kv_warmup and (session.id, kv_warmup)
+        self.loop = Loop()
+
+    def begin(self) -> None:
+        """Archive the request's new observations (first: once stored, nothing below can lose
+        them). ``SessionError`` for a malformed message or a task prefix that cannot fit."""
+        session = self.session
+        try:
+            tools = engine_tools(self.body, self.request_class)
+            self.before_tokens = session.take_in(self.body["messages"], tools)
+        except ValueError as error:
+            raise SessionError(f"messages: {error}" if not str(error).startswith("messages")
+                               else str(error)) from None
+        self.context = context = session.context
+        self.compactions, self.recalls = context.num_compactions, context.recall.num_recalls
+        self.started = time.perf_counter()
+        xargs = dict(self.body.get("vllm_xargs") or {})
+        # vllm_xargs.arc_debug: return each view sent to the engine (for tests and debugging).
+        self.debug = bool(xargs.pop("arc_debug", False))
+        self.template = request_template(self.body, xargs, session, tools)
+
+    @property
+    def may_serve(self) -> bool:
+        """Whether a command in the next output is still served (at most r per step)."""
+        return self.loop.served < self.context.config.recalls_per_step
+
+    async def call(self, stream: bool = False):
+        """View -> (KV reuse: warm-up) -> engine, compacting and retrying on a context-length
+        error (reactive). The response, or with ``stream`` vLLM's event generator; another
+        engine error raises ``EngineError``."""
+        context, loop, template = self.context, self.loop, self.template
+        while True:
+            rendering = time.perf_counter()
+            view = context.render()
+            loop.render_ms += (time.perf_counter() - rendering) * 1000
+            loop.view_tokens.append(view.tokens)
+            if self.debug:
+                loop.views.append(view.messages)
+            metrics.VIEW_TOKENS.observe(view.tokens)
+            # The engine-side hook counts this session's compactions per request.
+            template["vllm_xargs"]["arc_compactions"] = context.num_compactions - self.compactions
+            if self.kv_warmup:
+                session_id, warmup = self.kv_warmup
+                template["vllm_xargs"]["arc_kv_recompute"] = warmup.recompute_tokens
+                loop.warmup_tokens += await warmup.before(session_id, view.messages, context.tools)
+            fields = dict(template, stream=stream)
+            if stream:  # ARC counts every call's usage, whatever the client asked for
+                fields["stream_options"] = {"include_usage": True}
+            result = await self.serving.create_chat_completion(
+                self.request_class(**fields, messages=view.messages), self.raw_request)
+            if hasattr(result, "choices") or hasattr(result, "__aiter__"):
+                return result
+            if is_context_length_error(result) and loop.retries < MAX_REACTIVE_RETRIES:
+                loop.retries += 1
+                context.on_overflow(result)
+                continue
+            dumped = result.model_dump()
+            raise EngineError({"error": dumped.get("error", dumped)},
+                              getattr(getattr(result, "error", None), "code", 400) or 400)
+
+    def count_usage(self, usage) -> None:
+        if usage is None:
+            return
+        if not isinstance(usage, dict):  # a response's usage object; a stream's usage is a dict
+            details = getattr(usage, "prompt_tokens_details", None)
+            usage = {"prompt_tokens": usage.prompt_tokens,
+                     "prompt_tokens_details": {"cached_tokens": getattr(details, "cached_tokens", 0)}}
+        self.loop.prompt_tokens += usage.get("prompt_tokens") or 0
+        self.loop.cached_tokens += (usage.get("prompt_tokens_details") or {}).get("cached_tokens") or 0
+
+    def serve(self, message) -> bool:
+        """Serve the ARC commands of one output (if still allowed); whether any was."""
+        if not self.may_serve:
+            return False
+        results = serve_commands(self.context, message)
+        for outcome in results:
+            metrics.RECALLS.labels(result="ok" if outcome.ok else "refused").inc()
+        self.loop.served += bool(results)
+        return bool(results)
+
+    def end(self) -> dict:
+        """Save the session (the context after this step's compactions and commands, for a
+        reopening); the ``arc`` object of the response."""
+        self.session.save()
+        context, loop = self.context, self.loop
+        compactions = context.num_compactions - self.compactions
+        metrics.COMPACTIONS.inc(compactions)
+        metrics.PROMPT_TOKENS.inc(loop.prompt_tokens)
+        metrics.PREFIX_CACHED_TOKENS.inc(loop.cached_tokens)
+        arc = {
+            "session": self.session.id, "view_tokens": loop.view_tokens[-1] if loop.view_tokens else 0,
+            "view_tokens_per_call": loop.view_tokens,
+            "budget_tokens": context.config.input_budget_tokens,
+            "prefix_tokens": context.prefix_tokens, "compactions": compactions,
+            "recalls": context.recall.num_recalls - self.recalls, "commands_served": loop.served,
+            "engine_calls": len(loop.view_tokens), "reactive_retries": loop.retries,
+            "prompt_tokens_before_compaction": self.before_tokens,
+            "prompt_tokens": loop.prompt_tokens, "cached_prompt_tokens": loop.cached_tokens,
+            "kv_warmup_tokens": loop.warmup_tokens,
+            "observations": len(context.store), "render_ms": round(loop.render_ms, 2),
+            "arc_ms": round((time.perf_counter() - self.started) * 1000, 1)}
+        if self.debug:
+            arc["views"] = loop.views
+        return arc
 
 
 async def complete(body: dict, session, serving, raw_request, request_class, kv_warmup=None) -> dict:
@@ -86,45 +203,19 @@ async def complete(body: dict, session, serving, raw_request, request_class, kv_
     (``serving/kv_warmup.py``, with ``--arc-kv-reuse``) runs before each engine call."""
     check_body(body)
     async with session.lock:
+        step = Step(body, session, serving, raw_request, request_class, kv_warmup)
+        step.begin()
         try:
-            tools = engine_tools(body, request_class)
-            # Archive first: once stored, nothing below can lose it.
-            before_tokens = session.take_in(body["messages"], tools)
-        except ValueError as error:  # a malformed message, or a task prefix that cannot fit
-            raise SessionError(f"messages: {error}" if not str(error).startswith("messages")
-                               else str(error)) from None
-        context = session.context
-        compactions, recalls = context.num_compactions, context.recall.num_recalls
-        started = time.perf_counter()
-        xargs = dict(body.get("vllm_xargs") or {})
-        # vllm_xargs.arc_debug: return each view sent to the engine (for tests and debugging).
-        debug = bool(xargs.pop("arc_debug", False))
-        try:
-            result, loop = await engine_loop(context, request_template(body, xargs, session, tools),
-                                             serving, raw_request, request_class, debug,
-                                             kv_warmup and (session.id, kv_warmup))
-        finally:  # the context after this step's compactions and commands, for a reopening
-            session.save()
+            while True:
+                result = await step.call()
+                step.count_usage(result.usage)
+                if not step.serve(result.choices[0].message):
+                    break
+        finally:
+            arc = step.end()
         response = result.model_dump(exclude_none=True)
         strip_arc_calls(response)
-        compactions = context.num_compactions - compactions
-        metrics.COMPACTIONS.inc(compactions)
-        metrics.PROMPT_TOKENS.inc(loop.prompt_tokens)
-        metrics.PREFIX_CACHED_TOKENS.inc(loop.cached_tokens)
-        response["arc"] = {
-            "session": session.id, "view_tokens": loop.view_tokens[-1],
-            "view_tokens_per_call": loop.view_tokens,
-            "budget_tokens": context.config.input_budget_tokens,
-            "prefix_tokens": context.prefix_tokens, "compactions": compactions,
-            "recalls": context.recall.num_recalls - recalls, "commands_served": loop.served,
-            "engine_calls": len(loop.view_tokens), "reactive_retries": loop.retries,
-            "prompt_tokens_before_compaction": before_tokens,
-            "prompt_tokens": loop.prompt_tokens, "cached_prompt_tokens": loop.cached_tokens,
-            "kv_warmup_tokens": loop.warmup_tokens,
-            "observations": len(context.store),
-            "arc_ms": round((time.perf_counter() - started) * 1000, 1)}
-        if debug:
-            response["arc"]["views"] = loop.views
+        response["arc"] = arc
         return response
 
 
@@ -140,63 +231,3 @@ def request_template(body: dict, xargs: dict, session, tools) -> dict:
     if tools:
         template["tools"] = list(body["tools"]) + ARC_TOOLS
     return template
-
-
-async def engine_loop(context, template: dict, serving, raw_request, request_class, debug: bool,
-                      kv_warmup: tuple | None = None):
-    """View -> (KV reuse: warm-up) -> engine -> (too long? compact, retry) -> (ARC command?
-    serve it, again)."""
-    loop = Loop()
-    compactions_before = context.num_compactions
-    while True:
-        view = context.render()
-        loop.view_tokens.append(view.tokens)
-        if debug:
-            loop.views.append(view.messages)
-        metrics.VIEW_TOKENS.observe(view.tokens)
-        # The engine-side hook counts this session's compactions per request.
-        template["vllm_xargs"]["arc_compactions"] = context.num_compactions - compactions_before
-        if kv_warmup:
-            session_id, warmup = kv_warmup
-            template["vllm_xargs"]["arc_kv_recompute"] = warmup.recompute_tokens
-            loop.warmup_tokens += await warmup.before(session_id, view.messages, context.tools)
-        result = await serving.create_chat_completion(
-            request_class(**template, messages=view.messages), raw_request)
-        if not hasattr(result, "choices"):
-            if is_context_length_error(result) and loop.retries < MAX_REACTIVE_RETRIES:
-                loop.retries += 1
-                context.on_overflow(result)
-                continue
-            dumped = result.model_dump()
-            raise EngineError({"error": dumped.get("error", dumped)},
-                              getattr(getattr(result, "error", None), "code", 400) or 400)
-        if result.usage is not None:
-            loop.prompt_tokens += result.usage.prompt_tokens
-            details = getattr(result.usage, "prompt_tokens_details", None)
-            loop.cached_tokens += (getattr(details, "cached_tokens", 0) or 0) if details else 0
-        # r commands served this step: answer with what the model said.
-        if loop.served >= context.config.recalls_per_step:
-            return result, loop
-        results = serve_commands(context, result.choices[0].message)
-        if not results:
-            return result, loop
-        for outcome in results:
-            metrics.RECALLS.labels(result="ok" if outcome.ok else "refused").inc()
-        loop.served += 1
-
-
-def as_events(response: dict, include_usage: bool):
-    """The final response as OpenAI chat.completion.chunk server-sent events."""
-    base = {"id": response["id"], "object": "chat.completion.chunk", "created": response["created"],
-            "model": response["model"]}
-    choice = response["choices"][0]
-    message = choice["message"]
-    delta = {"role": "assistant", "content": message.get("content") or ""}
-    if message.get("tool_calls"):
-        delta["tool_calls"] = [dict(call, index=i) for i, call in enumerate(message["tool_calls"])]
-    yield {**base, "choices": [{"index": 0, "delta": delta, "finish_reason": None}]}
-    final = {**base, "choices": [{"index": 0, "delta": {}, "finish_reason": choice.get("finish_reason")}],
-             "arc": response["arc"]}
-    yield final
-    if include_usage:
-        yield {**base, "choices": [], "usage": response.get("usage")}

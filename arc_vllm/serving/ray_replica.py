@@ -91,11 +91,27 @@ class EngineReplica:
             return False
 
     async def forward(self, method: str, path: str, query: str, headers: dict, body: bytes):
-        """(status, content type, body) of the request on this replica's engine."""
-        response = await self.client.request(method, path + (f"?{query}" if query else ""),
-                                             headers=headers, content=body)
-        kind = response.headers.get("content-type", "")
-        return response.status_code, kind, with_replica(response.content, kind, self.name)
+        """The request on this replica's engine, streamed (called with ``stream=True``): first
+        (status, content type), then the body as it comes; server-sent events one by one, as
+        the engine sends them, each with ``arc.replica`` where it carries the ``arc`` object."""
+        request = self.client.build_request(method, path + (f"?{query}" if query else ""),
+                                            headers=headers, content=body)
+        response = await self.client.send(request, stream=True)
+        try:
+            kind = response.headers.get("content-type", "")
+            yield response.status_code, kind
+            if "text/event-stream" not in kind:
+                yield with_replica(await response.aread(), kind, self.name)
+                return
+            pending = b""
+            async for piece in response.aiter_raw():
+                *events, pending = (pending + piece).split(b"\n\n")
+                for event in events:
+                    yield with_replica(event + b"\n\n", kind, self.name)
+            if pending:
+                yield with_replica(pending, kind, self.name)
+        finally:
+            await response.aclose()
 
     def check_health(self) -> None:
         if self.process.poll() is not None or not self.healthy():

@@ -49,9 +49,10 @@ def session_of(path: str, headers, body: bytes) -> str | None:
 
 
 def front_app(replicas, routing: str):
-    """The HTTP front (ASGI): every route of ``arc-vllm serve``, forwarded to a replica."""
+    """The HTTP front (ASGI): every route of ``arc-vllm serve``, forwarded to a replica and
+    streamed back as the replica sends it (a streamed chat answer arrives event by event)."""
     from starlette.requests import Request
-    from starlette.responses import JSONResponse, Response
+    from starlette.responses import JSONResponse, StreamingResponse
 
     async def app(scope, receive, send):
         if scope["type"] != "http":
@@ -59,17 +60,27 @@ def front_app(replicas, routing: str):
         request = Request(scope, receive)
         body = await request.body()
         sid = session_of(request.url.path, request.headers, body)
-        handle = replicas.options(session_id=sid) if sid and routing == "affinity" else replicas
+        handle = replicas.options(stream=True)
+        if sid and routing == "affinity":
+            handle = handle.options(session_id=sid)
         headers = {key: value for key, value in request.headers.items() if key in FORWARDED_HEADERS}
+        pieces = handle.forward.remote(request.method, request.url.path, request.url.query, headers, body)
         try:
-            status, kind, content = await handle.forward.remote(
-                request.method, request.url.path, request.url.query, headers, body)
-            response = Response(content, status, media_type=kind or None)
+            status, kind = await pieces.__anext__()
         except Exception as error:  # the replica died under this request (a Ray error)
             response = JSONResponse({"error": {
                 "message": f"the engine replica serving this request was lost ({type(error).__name__}); "
                            "retry it: the session continues on another replica",
                 "type": "replica_lost", "code": 503}}, 503)
+        else:
+            async def rest():
+                try:
+                    async for piece in pieces:
+                        yield piece
+                except Exception:  # lost mid-answer: the status is sent, the stream just ends
+                    return
+
+            response = StreamingResponse(rest(), status, media_type=kind or None)
         await response(scope, receive, send)
 
     return app
@@ -139,10 +150,10 @@ def inner_main(argv: list[str]) -> int:
 
 
 def relay_app(uds: str):
-    """Host loopback -> the front's Unix socket inside the namespace."""
+    """Host loopback -> the front's Unix socket inside the namespace, streamed both ways."""
     import httpx
     from starlette.requests import Request
-    from starlette.responses import Response
+    from starlette.responses import Response, StreamingResponse
 
     client = httpx.AsyncClient(transport=httpx.AsyncHTTPTransport(uds=uds), base_url="http://arc",
                                timeout=None)
@@ -154,10 +165,19 @@ def relay_app(uds: str):
         body = await request.body()
         headers = {key: value for key, value in request.headers.items() if key in FORWARDED_HEADERS}
         try:
-            response = await client.request(request.method, request.url.path, params=request.url.query,
-                                            headers=headers, content=body)
-            out = Response(response.content, response.status_code,
-                           media_type=response.headers.get("content-type"))
+            response = await client.send(client.build_request(
+                request.method, request.url.path, params=request.url.query, headers=headers,
+                content=body), stream=True)
+
+            async def pieces():
+                try:
+                    async for piece in response.aiter_raw():
+                        yield piece
+                finally:
+                    await response.aclose()
+
+            out = StreamingResponse(pieces(), response.status_code,
+                                    media_type=response.headers.get("content-type"))
         except httpx.TransportError:
             out = Response(b'{"error": {"message": "the Ray front is not up yet", "code": 503}}',
                            503, media_type="application/json")

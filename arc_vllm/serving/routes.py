@@ -14,15 +14,17 @@ middleware, so API keys and the rest still apply): a request that names a sessio
 
 from __future__ import annotations
 
+import contextlib
 import json
 
 from fastapi import APIRouter, Request
-from fastapi.responses import JSONResponse, Response
+from fastapi.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import BaseRoute
 
 from arc_vllm.core.store import UnknownObservation
 from arc_vllm.serving import metrics
-from arc_vllm.serving.chat import EngineError, as_events, complete
+from arc_vllm.serving.chat import EngineError, complete
+from arc_vllm.serving.chat_stream import open_stream
 from arc_vllm.serving.session_lock import SessionBusy
 from arc_vllm.serving.sessions import SessionError
 
@@ -168,34 +170,57 @@ class ArcChatRoute(BaseRoute):
             return error("body: must be a JSON object", 400)
         if not isinstance(sid, str):
             return error("vllm_xargs.arc_session: must be a session id string", 400)
+        if body.get("stream"):
+            return await self.stream_arc(request, body, sid)
         try:
             async with app.state.arc_sessions.using(sid) as session:
                 result = await complete(body, session, app.state.openai_serving_chat, request,
                                         ChatCompletionRequest, getattr(app.state, "arc_kv_warmup", None))
-        except SessionError as exc:
-            return error(str(exc), exc.status)
-        except SessionBusy as exc:
-            return error(str(exc), 409, "conflict")
-        except EngineError as exc:
-            return JSONResponse(exc.body, exc.status)
-        except Exception as exc:  # the engine refused the request's own fields (pydantic)
-            if type(exc).__name__ == "ValidationError":
-                return error(f"request: {exc}", 400)
-            raise
+        except Exception as exc:
+            return arc_error(exc)
         finally:
             metrics.refresh(app.state.arc_sessions)
-        if body.get("stream"):
-            include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
-
-            async def events():
-                for event in as_events(result, include_usage):
-                    yield f"data: {json.dumps(event)}\n\n"
-                yield "data: [DONE]\n\n"
-
-            from fastapi.responses import StreamingResponse
-
-            return StreamingResponse(events(), media_type="text/event-stream")
         return JSONResponse(result)
+
+    async def stream_arc(self, request: Request, body: dict, sid: str) -> Response:
+        """A streamed ARC answer: the session is held until the last event is sent; an error
+        before the first event is an HTTP error, as for a non-streamed request."""
+        from vllm.entrypoints.openai.chat_completion.protocol import ChatCompletionRequest
+
+        app = request.app
+        held = contextlib.AsyncExitStack()
+        try:
+            session = await held.enter_async_context(app.state.arc_sessions.using(sid))
+            events = await open_stream(body, session, app.state.openai_serving_chat, request,
+                                       ChatCompletionRequest, getattr(app.state, "arc_kv_warmup", None))
+        except Exception as exc:
+            await held.aclose()
+            metrics.refresh(app.state.arc_sessions)
+            return arc_error(exc)
+
+        async def relayed():
+            try:
+                async for event in events:
+                    yield event
+            finally:
+                await events.aclose()
+                await held.aclose()
+                metrics.refresh(app.state.arc_sessions)
+
+        return StreamingResponse(relayed(), media_type="text/event-stream")
+
+
+def arc_error(exc: Exception) -> Response:
+    """An ARC request's error as the client should see it (re-raised when it is a bug)."""
+    if isinstance(exc, SessionError):
+        return error(str(exc), exc.status)
+    if isinstance(exc, SessionBusy):
+        return error(str(exc), 409, "conflict")
+    if isinstance(exc, EngineError):
+        return JSONResponse(exc.body, exc.status)
+    if type(exc).__name__ == "ValidationError":  # the engine refused the request's own fields
+        return error(f"request: {exc}", 400)
+    raise exc
 
 
 def attach(app) -> None:

@@ -1,0 +1,143 @@
+"""A streamed ARC answer (``stream: true``): the engine's deltas reach the client as they are made.
+
+    open_stream(...)   archive, render, start the first engine call: an error up to here is
+                       an HTTP error (4xx), as for a non-streamed request
+    relay(...)         vLLM's chat.completion.chunk events, passed through ``HeldBack``
+                       (``serving/stream_filter.py``): only what may still be an ARC command is
+                       held. When the generation held one, the client has seen none of it: the
+                       command is served here and the continuation streams like any answer.
+
+The stream ends with the final generation's ``finish_reason`` chunk, then (with
+``stream_options.include_usage``) the usage chunk, then ``data: [DONE]``. The ``arc`` object
+rides the last chunk before ``[DONE]``: the usage chunk when usage was asked for, else the
+``finish_reason`` chunk. The session's lock is held from the first event to the last, so a
+session's requests still run one at a time.
+"""
+
+from __future__ import annotations
+
+import json
+
+from arc_vllm.serving.chat import Step, check_body
+from arc_vllm.serving.stream_filter import HeldBack
+
+
+async def open_stream(body: dict, session, serving, raw_request, request_class, kv_warmup=None):
+    """Start a streamed step; returns the event iterator. Raises ``SessionError`` or
+    ``EngineError`` when the request fails before its first event."""
+    check_body(body)
+    await session.lock.acquire()
+    step = Step(body, session, serving, raw_request, request_class, kv_warmup)
+    try:
+        step.begin()
+        events = await step.call(stream=True)
+    except BaseException:
+        if hasattr(step, "context"):  # what was archived is saved
+            step.end()
+        session.lock.release()
+        raise
+    include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
+    return relay(step, events, include_usage)
+
+
+def data_of(events: str):
+    """The JSON payloads of a block of server-sent events (``[DONE]`` left out)."""
+    for line in events.split("\n"):
+        if line.startswith("data: ") and line[6:].strip() != "[DONE]":
+            yield json.loads(line[6:])
+
+
+def sse(payload) -> str:
+    return f"data: {json.dumps(payload, ensure_ascii=False)}\n\n"
+
+
+class Generation:
+    """One engine generation's output, put together from its deltas (for ``serve_commands``)."""
+
+    def __init__(self):
+        self.content = ""
+        self.calls: dict[int, dict] = {}
+        self.finish_reason = None
+        self.usage = None
+
+    def add(self, delta: dict) -> None:
+        self.content += delta.get("content") or ""
+        for piece in delta.get("tool_calls") or []:
+            call = self.calls.setdefault(piece.get("index", 0), {"id": None, "name": "", "arguments": ""})
+            call["id"] = piece.get("id") or call["id"]
+            function = piece.get("function") or {}
+            call["name"] += function.get("name") or ""
+            call["arguments"] += function.get("arguments") or ""
+
+    def message(self):
+        from vllm.entrypoints.generate.base.protocol import FunctionCall, ToolCall
+        from vllm.entrypoints.openai.chat_completion.protocol import ChatMessage
+
+        calls = [ToolCall(id=call["id"] or f"call_{index}", type="function",
+                          function=FunctionCall(name=call["name"], arguments=call["arguments"]))
+                 for index, call in sorted(self.calls.items())]
+        return ChatMessage(role="assistant", content=self.content or None, tool_calls=calls)
+
+
+async def relay(step: Step, events, include_usage: bool):
+    base, arc = None, None
+    role_sent = False
+    client_calls = 0  # the client's tool calls numbered across generations
+    try:
+        while True:
+            held = HeldBack(commands=step.may_serve, first_client_index=client_calls)
+            generation = Generation()
+            async for block in events:
+                for chunk in data_of(block):
+                    if "error" in chunk:  # an engine error mid-stream: passed on, and the end
+                        yield sse(chunk)
+                        yield "data: [DONE]\n\n"
+                        return
+                    if base is None:
+                        base = {key: chunk[key] for key in ("id", "object", "created", "model") if key in chunk}
+                    if chunk.get("usage"):
+                        generation.usage = chunk["usage"]
+                    for choice in chunk.get("choices") or []:
+                        delta = choice.get("delta") or {}
+                        generation.add(delta)
+                        out, logprobs = held.feed(delta, choice.get("logprobs"))
+                        if not role_sent:  # the first event goes out at once, as plain vLLM's
+                            out, role_sent = {"role": "assistant", "content": "", **out}, True
+                        if choice.get("finish_reason"):
+                            generation.finish_reason = choice["finish_reason"]
+                        if out:
+                            yield sse({**base, "choices": [{"index": 0, "delta": out, "logprobs": logprobs,
+                                                            "finish_reason": None}]})
+            step.count_usage(generation.usage)
+            if step.serve(generation.message()):  # a command: served, and the model goes on
+                client_calls = held.num_client_calls
+                events = await step.call(stream=True)
+                continue
+            rest = held.finish()
+            if rest:
+                yield sse({**base, "choices": [{"index": 0, "delta": rest, "finish_reason": None}]})
+            finish = generation.finish_reason
+            if finish == "tool_calls" and held.num_client_calls == client_calls:
+                finish = "stop"  # only ARC's calls were made, and the client saw none of them
+            arc = step.end()
+            final = {**base, "choices": [{"index": 0, "delta": {}, "finish_reason": finish}]}
+            if include_usage:
+                yield sse(final)
+                yield sse({**base, "choices": [], "usage": generation.usage, "arc": arc})
+            else:
+                yield sse({**final, "arc": arc})
+            yield "data: [DONE]\n\n"
+            return
+    except Exception as error:  # after the first event the status is sent: report in the stream
+        from arc_vllm.serving.chat import EngineError
+
+        body = error.body if isinstance(error, EngineError) else {
+            "error": {"message": f"ARC stream failed: {error}", "type": "internal_error", "code": 500}}
+        yield sse(body)
+        yield "data: [DONE]\n\n"
+    finally:
+        if hasattr(events, "aclose"):  # a client gone mid-stream: vLLM aborts its request
+            await events.aclose()
+        if arc is None:
+            step.end()
+        step.session.lock.release()
