@@ -81,7 +81,8 @@ def servers(tmp_path_factory):
     metrics.mkdir()
     with_arc = Server(str(prepare_tiny()), folder / "arc.log", "--arc", vllm_entry=True,
                       env={"PROMETHEUS_MULTIPROC_DIR": str(metrics)})
-    plain = Server(str(prepare_tiny()), folder / "plain.log", vllm_entry=True)
+    plain = Server(str(prepare_tiny()), folder / "plain.log", "--enable-prompt-tokens-details",
+                   vllm_entry=True)
     try:
         yield with_arc.wait(), plain.wait()
     finally:
@@ -112,6 +113,62 @@ def test_vllm_entry_with_arc_serves_sessions_through_the_engine_hook(servers):
     status, metrics = request(server.base, "GET", "/metrics")
     requests = [line for line in metrics.splitlines() if line.startswith("arc_engine_requests_total")]
     assert requests and float(requests[0].split()[-1]) >= 1  # the --scheduler-cls hook ran
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("explicit", [False, True])
+def test_until_arc_acts_a_conversation_costs_nothing(servers, explicit):
+    """A conversation that fits gets, with --arc, the prompt plain vLLM builds: the same
+    tokens (vLLM's own /tokenize of the client's messages and of ARC's view), the same
+    greedy answer, the same prefix-cache hits on its next turn."""
+    server, plain = servers
+    client = OpenAI(base_url=server.base + "/v1", api_key="none", max_retries=0)
+    plain_client = OpenAI(base_url=plain.base + "/v1", api_key="none", max_retries=0)
+    model = client.models.list().data[0].id
+    xargs = {"arc_debug": True}
+    if explicit:
+        xargs["arc_session"] = request(server.base, "POST", "/v1/arc/sessions", {})[1]["id"]
+    nonce = f"{'explicit' if explicit else 'implicit'} run"
+    messages = [{"role": "system", "content": f"You are a careful agent ({nonce}). " + "Check twice. " * 100},
+                {"role": "user", "content": "Count from 1 to 20."}]
+    for turn in range(2):
+        reply = client.chat.completions.create(model=model, messages=messages, max_tokens=24,
+                                               temperature=0, extra_body={"vllm_xargs": xargs})
+        baseline = plain_client.chat.completions.create(model=model, messages=messages, max_tokens=24,
+                                                        temperature=0)
+        arc = reply.model_extra["arc"]
+        assert arc["compactions"] == 0
+        _, ours = request(server.base, "POST", "/tokenize", {"model": model, "messages": arc["views"][-1],
+                                                              "add_generation_prompt": True})
+        _, theirs = request(plain.base, "POST", "/tokenize", {"model": model, "messages": messages,
+                                                               "add_generation_prompt": True})
+        assert ours["tokens"] == theirs["tokens"]
+        assert reply.usage.prompt_tokens == baseline.usage.prompt_tokens == theirs["count"]
+        assert reply.choices[0].message.content == baseline.choices[0].message.content
+        if turn:  # the same blocks came from the prefix cache as for plain vLLM
+            assert reply.usage.prompt_tokens_details.cached_tokens == \
+                baseline.usage.prompt_tokens_details.cached_tokens > 0
+        messages = messages + [{"role": "assistant", "content": reply.choices[0].message.content},
+                               {"role": "user", "content": "Again, please. " * 60}]
+
+
+def test_implicit_sessions_off_leaves_requests_naming_none_to_vllm():
+    from fastapi import FastAPI
+
+    from arc_vllm.serving.routes import implicit_allowed
+
+    app = FastAPI()
+    body = {"messages": [{"role": "user", "content": "hi"}]}
+    app.state.arc_implicit_sessions = False
+    assert not implicit_allowed(app, body)
+    app.state.arc_implicit_sessions = True
+    assert implicit_allowed(app, body)
+    # What ARC does not take, plain vLLM still serves: several choices, image parts.
+    assert not implicit_allowed(app, dict(body, n=2))
+    assert not implicit_allowed(app, {"messages": [{"role": "user", "content": [
+        {"type": "image_url", "image_url": {"url": "data:,"}}]}]})
+    assert parse(["--model", "m", "--arc", "--arc-implicit-sessions", "off"]).arc_implicit_sessions == "off"
+    assert parse(["--model", "m", "--arc"]).arc_implicit_sessions == "on"
 
 
 @pytest.mark.slow

@@ -146,11 +146,35 @@ def test_errors_are_clear_and_lose_nothing(tiny):
     assert call(tiny.base, "GET", f"/v1/arc/sessions/{session['id']}")[0] == 404
 
 
-def test_requests_without_a_session_pass_through_and_the_header_works(tiny):
+def test_a_request_naming_no_session_gets_one_by_its_conversation(tiny):
+    """Implicit sessions: the same conversation, resent longer, stays in one session; another
+    caller (API key, ``user``), or an edited history, gets a session of its own."""
     client, model = client_for(tiny)
-    plain = client.chat.completions.create(model=model, max_tokens=3,
-                                           messages=[{"role": "user", "content": "hello"}])
-    assert plain.choices[0].message is not None and "arc" not in (plain.model_extra or {})
+    messages = [{"role": "user", "content": "Find the port in the logs."}]
+
+    def ask(messages, **extra):
+        reply = client.chat.completions.create(model=model, max_tokens=3, messages=messages, **extra)
+        return reply.model_extra["arc"]
+
+    first = ask(messages)
+    for index in range(3):
+        turn, _ = tool_turn(index, f"log {index}: port {8000 + index}\n" * 20)
+        messages = messages + [{"role": "assistant", "content": "ok"}] + turn
+        arc = ask(messages)
+        assert arc["session"] == first["session"] and arc["observations"] == index + 1
+    status, described = call(tiny.base, "GET", f"/v1/arc/sessions/{first['session']}")
+    assert status == 200 and described["implicit"] and described["requests"] == 4
+    other_key = OpenAI(base_url=tiny.base + "/v1", api_key="team-b", max_retries=0)
+    assert other_key.chat.completions.create(model=model, max_tokens=3, messages=messages) \
+        .model_extra["arc"]["session"] != first["session"]
+    assert ask(messages, user="someone-else")["session"] != first["session"]
+    edited = [{"role": "user", "content": "Find the host in the logs."}] + messages[1:]
+    assert ask(edited)["session"] != first["session"]
+    assert ask(messages + [{"role": "user", "content": "and?"}])["session"] == first["session"]
+
+
+def test_the_header_names_a_session(tiny):
+    client, model = client_for(tiny)
     _, session = call(tiny.base, "POST", "/v1/arc/sessions")
     via_header = client.chat.completions.create(
         model=model, max_tokens=3, messages=[{"role": "user", "content": "hello"}],
@@ -230,8 +254,11 @@ def test_a_command_served_mid_stream_never_reaches_the_client(tiny):
     assert arc["commands_served"] == 1 and arc["recalls"] == 1 and arc["engine_calls"] == 2
     # The served command line never reached the client; the line before it did, as it came.
     assert streamed_text(events) == f"Checking.\nChecking.\n_recall §{oid}\n"
-    # ARC's own tool calls never reach the client either: the model is made to call _recall.
+    # ARC's own tool calls never reach the client either: the model is made to call _recall
+    # (offered once ARC has acted, so the conversation is made long enough to compact).
     _, session = call(tiny.base, "POST", "/v1/arc/sessions", {"budgets": {"recalls_per_step": 1}})
+    for index in range(1, 8):
+        messages += tool_turn(index, f"status line {index}\n" * 300)[0]
     tools = [{"type": "function", "function": {"name": "cat", "parameters": {
         "type": "object", "properties": {"path": {"type": "string"}}}}}]
     events = stream_events(tiny.base, {

@@ -13,7 +13,7 @@ from vllm.entrypoints.openai.chat_completion.protocol import ChatCompletionReque
 
 from arc_vllm.core.errors import is_context_length_error
 from arc_vllm.serving.chat import EngineError, complete
-from arc_vllm.serving.sessions import SessionError, SessionManager
+from arc_vllm.serving.session_manager import SessionError, SessionManager
 
 
 class Result(SimpleNamespace):
@@ -78,13 +78,33 @@ def tool_call(name, arguments):
     return ToolCall(id=f"t-{name}", function=FunctionCall(name=name, arguments=json.dumps(arguments)))
 
 
-def test_arc_tool_calls_are_offered_and_served_inside(smol):
-    """With tools in the request, ARC's tools are offered beside them, and a call to one of
-    them is served here: the next view holds the exact stored text."""
+def test_until_arc_acts_the_prompt_is_the_clients_own(smol):
+    """No compaction needed: the engine gets the client's messages and tools, exactly (no ARC
+    note, no ARC tools), so the prompt is byte for byte plain vLLM's."""
     session = SessionManager(smol, 4096, {}).create()
-    messages = conversation(8)
+    tools = [{"type": "function", "function": {"name": "cat"}}]
+    messages = [{"role": "system", "content": "Be brief."}] + conversation(3)
+    engine = FakeEngine(0)
+    response = asyncio.run(complete({"messages": messages, "tools": tools}, session, engine, None,
+                                    request_class))
+    assert response["arc"]["compactions"] == 0
+    [sent] = engine.requests
+    assert [tool.function.name for tool in sent.tools] == ["cat"]
+    assert sent.messages == messages
+
+
+def test_arc_tool_calls_are_offered_and_served_inside(smol):
+    """With tools in the request, ARC's tools are offered beside them once ARC has acted (its
+    note then follows F), and a call to one of them is served here: the next view holds the
+    exact stored text."""
+    session = SessionManager(smol, 4096, {}).create({"context_window": 2048, "max_tokens": 256})
+    messages = conversation(16)
     body = {"messages": messages, "tools": [{"type": "function", "function": {"name": "cat"}}]}
-    asyncio.run(complete(body, session, FakeEngine(0), None, request_class))
+    first = FakeEngine(0)
+    assert asyncio.run(complete(body, session, first, None, request_class))["arc"]["compactions"] >= 1
+    assert {tool.function.name for tool in first.requests[0].tools} == {"cat", "_recall", "_recall_meta", "_catalog"}
+    view = first.requests[0].messages
+    assert view[0] == messages[0] and "ARC manages your context" in view[1]["content"]
     id = session.store.ids()[0]
     engine = FakeEngine(0, tool_calls=[tool_call("_recall", {"id": id}),
                                        tool_call("_catalog", {"page": 1})])

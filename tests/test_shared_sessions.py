@@ -16,7 +16,7 @@ from openai import OpenAI
 
 from arc_vllm.model_prep import prepare_tiny
 from arc_vllm.serving.local import Server
-from arc_vllm.serving.sessions import SessionManager
+from arc_vllm.serving.session_manager import SessionManager
 
 
 def turn(index: int) -> list[dict]:

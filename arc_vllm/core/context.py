@@ -7,8 +7,10 @@
     view = context.on_overflow(error)       # reactive: the engine said the prompt was too long
 
 B is what the task prefix F actually is (``core/budget.py``); M, R, P and Q are caps. While
-the whole conversation fits in L the view is the full conversation (plus ARC's system note)
-and nothing is cited. Compaction happens when the view would not fit (proactive, in
+the whole conversation fits in L the view is the full conversation and nothing is cited. A
+context given a ``note`` (the server's, whose F is the client's own prefix) shows it right
+after F once it has compacted, so the model learns of stubs and commands when they appear
+and a conversation that never needs ARC gets exactly the prompt it would have had without. Compaction happens when the view would not fit (proactive, in
 ``render``), on the engine's refusal (``on_overflow``) and on a forced schedule
 (``compact()``, the paper's fixed call indices); all run one routine. Every view is checked
 in real tokens of the serving model's chat template, with the ``tools`` it renders, against
@@ -43,8 +45,9 @@ MAX_CHARS_PER_TOKEN = 64
 class ArcContext:
     def __init__(self, config, counter, *, task: str = "", system: str = DEFAULT_SYSTEM,
                  store: ObsStore | None = None, prefix: list[dict] | None = None,
-                 tools: list[dict] | None = None):
+                 tools: list[dict] | None = None, note: str = ""):
         self.config = config
+        self.note = note
         self.counter = counter if isinstance(counter, CachedCounter) else CachedCounter(counter)
         self.store = store if store is not None else ObsStore(
             head_preview_chars=config.head_preview_chars,
@@ -293,14 +296,28 @@ class ArcContext:
                 return text, tokens
             self.recall.evict_oldest()
 
+    @property
+    def has_acted(self) -> bool:
+        """Whether ARC has changed this context's view (a compaction): from then on the view
+        is ARC's, with its note; before, it is the conversation as the client sent it."""
+        return self.state.num_compactions > 0
+
+    def _summary(self) -> tuple[str, int]:
+        """S, with the note leading it once ARC has acted."""
+        summary, tokens = self.summarizer.summary(self.turns, self.state)
+        if self.note and self.has_acted:
+            summary = f"{self.note}\n\n{summary}" if summary else self.note
+            tokens = self.sizer.text(summary)
+        return summary, tokens
+
     def _estimate(self) -> int:
         """The view's size from cached piece counts, to skip building one that cannot fit."""
-        summary, summary_tokens = self.summarizer.summary(self.turns, self.state)
+        summary, summary_tokens = self._summary()
         return (self.budgets.prefix + summary_tokens + self.sizer.text(self.catalog.render())
                 + self._recent_tokens() + self._recalled()[1])
 
     def _build(self) -> View:
-        summary, _ = self.summarizer.summary(self.turns, self.state)
+        summary, _ = self._summary()
         page = self.catalog.render()
         indices = range(self.state.boundary, len(self.turns))
         pieces = []

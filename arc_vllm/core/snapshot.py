@@ -48,13 +48,14 @@ def turn_of(data: dict) -> Turn:
     return Turn(**{**data, "call": ToolCall(**call) if call else None})
 
 
-def restore(config, counter, store, prefix: list[dict], tools: list[dict] | None, state: dict):
+def restore(config, counter, store, prefix: list[dict], tools: list[dict] | None, state: dict,
+            note: str = ""):
     """A new ArcContext over ``store`` with ``state`` (from ``snapshot``) put back."""
     from arc_vllm.core.context import ArcContext
 
     if state.get("version") != VERSION:
         raise ValueError(f"context snapshot version {state.get('version')!r}; this arc-vllm reads {VERSION}")
-    context = ArcContext(config, counter, store=store, prefix=prefix, tools=tools)
+    context = ArcContext(config, counter, store=store, prefix=prefix, tools=tools, note=note)
     context.turns = [turn_of(turn) for turn in state["turns"]]
     context.state = CompactionState(**state["state"])
     context.step = state["step"]

@@ -56,13 +56,14 @@ def check_body(body: dict) -> None:
             raise SessionError(f"{name}: must be a positive integer")
 
 
-def engine_tools(body: dict, request_class) -> list[dict] | None:
-    """The tools vLLM will render for this request (the client's and ARC's), exactly as
-    vLLM hands them to the chat template, so ARC counts the prompt the engine gets."""
+def engine_tools(body: dict, request_class, arc: bool) -> list[dict] | None:
+    """The tools vLLM will render for this request (the client's, and ARC's once ARC has
+    acted), exactly as vLLM hands them to the chat template, so ARC counts the prompt the
+    engine gets."""
     if not body.get("tools"):
         return None
     request = request_class(messages=[{"role": "user", "content": ""}],
-                            tools=list(body["tools"]) + ARC_TOOLS)
+                            tools=list(body["tools"]) + (ARC_TOOLS if arc else []))
     return [tool.model_dump() for tool in request.tools]
 
 
@@ -98,8 +99,11 @@ class Step:
         """Archive the request's new observations (first: once stored, nothing below can lose
         them). ``SessionError`` for a malformed message or a task prefix that cannot fit."""
         session = self.session
+        # ARC's tools are offered once ARC has acted (stubs exist); until then the prompt is
+        # the client's own, byte for byte.
+        self.arc_tools = session.context is not None and session.context.has_acted
         try:
-            tools = engine_tools(self.body, self.request_class)
+            tools = engine_tools(self.body, self.request_class, self.arc_tools)
             self.before_tokens = session.take_in(self.body["messages"], tools)
         except ValueError as error:
             raise SessionError(f"messages: {error}" if not str(error).startswith("messages")
@@ -110,7 +114,7 @@ class Step:
         xargs = dict(self.body.get("vllm_xargs") or {})
         # vllm_xargs.arc_debug: return each view sent to the engine (for tests and debugging).
         self.debug = bool(xargs.pop("arc_debug", False))
-        self.template = request_template(self.body, xargs, session, tools)
+        self.template = request_template(self.body, xargs, session, tools, self.arc_tools)
 
     @property
     def may_serve(self) -> bool:
@@ -125,6 +129,9 @@ class Step:
         while True:
             rendering = time.perf_counter()
             view = context.render()
+            if context.has_acted and not self.arc_tools and self.body.get("tools"):
+                self.offer_arc_tools()  # this view compacted: from now on ARC's tools too
+                view = context.render()
             loop.render_ms += (time.perf_counter() - rendering) * 1000
             loop.view_tokens.append(view.tokens)
             if self.debug:
@@ -150,6 +157,11 @@ class Step:
             dumped = result.model_dump()
             raise EngineError({"error": dumped.get("error", dumped)},
                               getattr(getattr(result, "error", None), "code", 400) or 400)
+
+    def offer_arc_tools(self) -> None:
+        self.arc_tools = True
+        self.context.set_tools(engine_tools(self.body, self.request_class, True))
+        self.template["tools"] = list(self.body["tools"]) + ARC_TOOLS
 
     def count_usage(self, usage) -> None:
         if usage is None:
@@ -219,7 +231,7 @@ async def complete(body: dict, session, serving, raw_request, request_class, kv_
         return response
 
 
-def request_template(body: dict, xargs: dict, session, tools) -> dict:
+def request_template(body: dict, xargs: dict, session, tools, arc_tools: bool) -> dict:
     """The engine request's fields beside the view: the client's, with ARC's limits."""
     config = session.context.config
     template = {key: value for key, value in body.items()
@@ -229,5 +241,5 @@ def request_template(body: dict, xargs: dict, session, tools) -> dict:
     template.update(max_tokens=max_tokens, vllm_xargs={**xargs, "arc_session": session.id},
                     stream=False)
     if tools:
-        template["tools"] = list(body["tools"]) + ARC_TOOLS
+        template["tools"] = list(body["tools"]) + (ARC_TOOLS if arc_tools else [])
     return template

@@ -19,6 +19,9 @@ options are parsed and ignored, no route is added, the engine is vLLM's own. Wit
     --arc                     serve ARC sessions
     --arc-store-dir DIR       durable sessions (default: host memory)
     --arc-shared-sessions     several processes serve DIR (one request of a session at a time)
+    --arc-implicit-sessions on|off  a request naming no session gets one by its conversation (on)
+    --arc-session-ttl S       a session idle S seconds leaves memory (default 3600)
+    --arc-max-sessions N      at most N sessions in memory, least recently used out (default 1024)
     --arc-kv-reuse            after a compaction, reuse the last view's KV (serving/kv_connector.py)
     --arc-kv-reuse-recompute N  recompute the first N tokens of the reused run (default 0)
     --arc-kv-reuse-host-tokens N  past views' tokens kept in host memory (default 65536)
@@ -129,6 +132,16 @@ def add_arc_arguments(parser) -> None:
                        help="other processes serve the same --arc-store-dir (API servers, "
                             "replicas): each request holds its session's lock and picks up "
                             "what another process changed (implied by --api-server-count > 1)")
+    group.add_argument("--arc-implicit-sessions", choices=("on", "off"), default="on",
+                       help="on (default): a chat request that names no session gets one by its "
+                            "conversation (its messages and caller); off: only requests naming a "
+                            "session (X-ARC-Session, vllm_xargs.arc_session) take the ARC path")
+    group.add_argument("--arc-session-ttl", type=float, default=3600.0, metavar="SECONDS",
+                       help="a session idle this long leaves memory: unloaded (reloaded on its next "
+                            "request) with --arc-store-dir, else ended (410) (default 3600)")
+    group.add_argument("--arc-max-sessions", type=int, default=1024, metavar="N",
+                       help="sessions held in memory; the least recently used beyond N leave "
+                            "memory as after the TTL (default 1024)")
     group.add_argument("--arc-kv-reuse", action=EnableKVReuse,
                        help="implies --arc; after a compaction, reuse the KV the engine computed "
                             "for the session's last view (moved with relocate_kv) instead of "
@@ -197,7 +210,7 @@ class ArcEndpoint:
         if not getattr(args, "arc", False) or engine_client is None:
             return
         from arc_vllm.core.tokens import HFTokenCounter
-        from arc_vllm.serving.sessions import SessionManager
+        from arc_vllm.serving.session_manager import SessionManager
 
         # Counts use the model's tokenizer and the chat template the engine renders with.
         model_config = engine_client.model_config
@@ -213,4 +226,6 @@ class ArcEndpoint:
                                            engine_client.vllm_config.cache_config.block_size,
                                            recompute_tokens=args.arc_kv_reuse_recompute)
         state.arc_sessions = SessionManager(counter, model_config.max_model_len,
-                                            budgets_from(args), args.arc_store_dir, shared=shared)
+                                            budgets_from(args), args.arc_store_dir, shared=shared,
+                                            ttl_s=args.arc_session_ttl, max_sessions=args.arc_max_sessions)
+        state.arc_implicit_sessions = args.arc_implicit_sessions == "on"

@@ -8,8 +8,12 @@
 
 ``ArcChatRoute`` sits in front of vLLM's own POST /v1/chat/completions route (inside vLLM's
 middleware, so API keys and the rest still apply): a request that names a session
-(``vllm_xargs.arc_session`` or the header ``X-ARC-Session``) takes the ARC path
-(``serving.chat``); any other request is handed to vLLM's route untouched.
+(``vllm_xargs.arc_session`` or the header ``X-ARC-Session``; the body's wins) takes the ARC
+path (``serving.chat``, or ``serving.chat_stream`` with ``stream: true``). With implicit
+sessions on (``--arc-implicit-sessions``, the default) a request that names none takes it
+too, in the session its conversation continues (``serving/conversation_index.py``), unless it
+is one ARC does not take (``n`` > 1, non-text content): that one, and every request with
+implicit sessions off, is handed to vLLM's route untouched.
 """
 
 from __future__ import annotations
@@ -23,7 +27,9 @@ from starlette.routing import BaseRoute
 
 from arc_vllm.core.store import UnknownObservation
 from arc_vllm.serving import metrics
-from arc_vllm.serving.chat import EngineError, complete
+from arc_vllm.core.transcript import content_text
+from arc_vllm.serving.chat import EngineError, check_body, complete
+from arc_vllm.serving.conversation_index import caller_of
 from arc_vllm.serving.chat_stream import open_stream
 from arc_vllm.serving.session_lock import SessionBusy
 from arc_vllm.serving.sessions import SessionError
@@ -152,17 +158,26 @@ class ArcChatRoute(BaseRoute):
             body = json.loads(raw)
         except (json.JSONDecodeError, UnicodeDecodeError):
             body = None
-        sid = header.decode() if header else None
-        if isinstance(body, dict) and isinstance(body.get("vllm_xargs"), dict):
-            sid = body["vllm_xargs"].get("arc_session", sid)
+        sid = session_named(header.decode() if header else None, body)
+        implicit = False
+        if scope.get("method") == "POST" and sid is None and implicit_allowed(scope["app"], body):
+            headers = dict(scope.get("headers") or [])
+            caller = caller_of(headers.get(b"authorization", b"").decode("latin-1"), body.get("user"))
+            sid = scope["app"].state.arc_sessions.for_conversation(body["messages"], caller)
+            implicit = True
         if sid is None or scope.get("method") != "POST":
             return await self.original.handle(scope, replay, send)
         request = Request(scope, replay)
-        response = await self.handle_arc(request, body, sid)
+        response = await self.handle_arc(request, body, sid, implicit)
+        if response is None:  # an implicit request ARC cannot take: plain vLLM answers it
+            replayed = False
+            return await self.original.handle(scope, replay, send)
         await response(scope, replay, send)
 
 
-    async def handle_arc(self, request: Request, body, sid) -> Response:
+    async def handle_arc(self, request: Request, body, sid, implicit: bool = False) -> Response | None:
+        """The ARC answer; None for an implicit request ARC refused before storing anything
+        (a task prefix that cannot fit ARC's parts, say): plain vLLM serves that one."""
         from vllm.entrypoints.openai.chat_completion.protocol import ChatCompletionRequest
 
         app = request.app
@@ -171,18 +186,23 @@ class ArcChatRoute(BaseRoute):
         if not isinstance(sid, str):
             return error("vllm_xargs.arc_session: must be a session id string", 400)
         if body.get("stream"):
-            return await self.stream_arc(request, body, sid)
+            return await self.stream_arc(request, body, sid, implicit)
         try:
             async with app.state.arc_sessions.using(sid) as session:
-                result = await complete(body, session, app.state.openai_serving_chat, request,
-                                        ChatCompletionRequest, getattr(app.state, "arc_kv_warmup", None))
+                try:
+                    result = await complete(body, session, app.state.openai_serving_chat, request,
+                                            ChatCompletionRequest, getattr(app.state, "arc_kv_warmup", None))
+                finally:
+                    app.state.arc_sessions.remember(session)
         except Exception as exc:
+            if implicit and declined(app, sid, exc):
+                return None
             return arc_error(exc)
         finally:
             metrics.refresh(app.state.arc_sessions)
         return JSONResponse(result)
 
-    async def stream_arc(self, request: Request, body: dict, sid: str) -> Response:
+    async def stream_arc(self, request: Request, body: dict, sid: str, implicit: bool) -> Response | None:
         """A streamed ARC answer: the session is held until the last event is sent; an error
         before the first event is an HTTP error, as for a non-streamed request."""
         from vllm.entrypoints.openai.chat_completion.protocol import ChatCompletionRequest
@@ -196,6 +216,8 @@ class ArcChatRoute(BaseRoute):
         except Exception as exc:
             await held.aclose()
             metrics.refresh(app.state.arc_sessions)
+            if implicit and declined(app, sid, exc):
+                return None
             return arc_error(exc)
 
         async def relayed():
@@ -204,10 +226,45 @@ class ArcChatRoute(BaseRoute):
                     yield event
             finally:
                 await events.aclose()
+                app.state.arc_sessions.remember(session)
                 await held.aclose()
                 metrics.refresh(app.state.arc_sessions)
 
         return StreamingResponse(relayed(), media_type="text/event-stream")
+
+
+def session_named(header: str | None, body) -> str | None:
+    """The session a chat request names: ``vllm_xargs.arc_session``, else ``X-ARC-Session``."""
+    if isinstance(body, dict) and isinstance(body.get("vllm_xargs"), dict) \
+            and body["vllm_xargs"].get("arc_session") is not None:
+        return body["vllm_xargs"]["arc_session"]
+    return header
+
+
+def implicit_allowed(app, body) -> bool:
+    """Whether a request naming no session takes the ARC path: implicit sessions are on and
+    ARC takes this request (what it would refuse, plain vLLM serves as before)."""
+    if not getattr(app.state, "arc_implicit_sessions", False) or not isinstance(body, dict):
+        return False
+    try:
+        check_body(body)
+        for index, message in enumerate(body["messages"]):
+            content_text(message, f"messages[{index}]")
+    except ValueError:
+        return False
+    return True
+
+
+def declined(app, sid: str, exc: Exception) -> bool:
+    """Whether ARC declines an implicit request (a 400 raised before anything was stored),
+    dropping the session it had opened for it if that one holds nothing."""
+    if not isinstance(exc, SessionError) or exc.status != 400:
+        return False
+    manager = app.state.arc_sessions
+    session = manager.sessions.get(sid)
+    if session is not None and session.num_requests == 0:
+        manager.delete(sid)
+    return True
 
 
 def arc_error(exc: Exception) -> Response:

@@ -1,0 +1,269 @@
+"""All of a server's ARC sessions: created, found (by id, or by conversation), and ended.
+
+``SessionManager`` owns the sessions of one API process (``serving/sessions.py`` is one
+session). With ``shared`` (several processes over one ``--arc-store-dir``) each request takes
+the session's file lock and reloads it if another process changed it (``using``).
+
+Sessions end (``SessionManager``): one idle for ``ttl_s`` seconds, or the least recently used
+beyond ``max_sessions`` in memory, leaves memory. With a store folder it is only unloaded: the
+next request reloads it exactly from its folder. Without one it is gone, and a request naming
+it gets 410 (not 404: the client learns its session ended, and can start another). A session
+serving a request is never ended under it.
+
+Implicit sessions (a request that names none) are found by their conversation
+(``serving/conversation_index.py``).
+
+Run ``python -m arc_vllm.serving.session_manager`` to see a session end and answer 410.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import secrets
+import shutil
+import time
+from collections import OrderedDict
+from pathlib import Path
+
+from arc_vllm.core.config import ArcConfig
+from arc_vllm.serving.conversation_index import ConversationIndex
+from arc_vllm.serving.session_lock import FileLock
+from arc_vllm.serving.sessions import BUDGET_FIELDS, Session, SessionError, file_stamp
+
+logger = logging.getLogger(__name__)
+MAX_ENDED = 65536  # ended session ids remembered (for 410), most recent
+
+
+class SessionManager:
+    def __init__(self, counter, context_window: int, defaults: dict, store_dir: str | None = None,
+                 shared: bool = False, lock_timeout_s: float = 60.0, ttl_s: float | None = 3600.0,
+                 max_sessions: int | None = 1024):
+        if ttl_s is not None and ttl_s <= 0:
+            raise ValueError(f"--arc-session-ttl: must be > 0 seconds (got {ttl_s})")
+        if max_sessions is not None and max_sessions < 1:
+            raise ValueError(f"--arc-max-sessions: must be >= 1 (got {max_sessions})")
+        self.ttl_s = ttl_s
+        self.max_sessions = max_sessions
+        self.last_used: OrderedDict[str, float] = OrderedDict()  # in memory, least recent first
+        self.ended: OrderedDict[str, str] = OrderedDict()  # id -> why it ended (410)
+        self.implicit = ConversationIndex()
+        self.in_use: dict[str, int] = {}  # id -> requests holding it (``using``)
+        self.num_unloaded = 0
+        if shared and not store_dir:
+            raise ValueError("shared sessions (several API servers or replicas) need a store "
+                             "folder every process can reach: --arc-store-dir DIR")
+        self.counter = counter
+        self.context_window = context_window
+        self.defaults = defaults
+        self.store_dir = Path(store_dir) if store_dir else None
+        self.shared = shared
+        self.lock_timeout_s = lock_timeout_s
+        self.sessions: dict[str, Session] = {}
+        self.config(None)  # fail at start, not at the first session, if the defaults are bad
+        if self.store_dir:
+            self.store_dir.mkdir(parents=True, exist_ok=True)
+            if not shared:  # this process owns every session: open them all now
+                for folder in sorted(self.store_dir.iterdir()):
+                    if (folder / "session.json").exists():
+                        session = self.load(folder)
+                        self.sessions[session.id] = session
+                        self.remember(session)
+                self.sweep()
+
+    def load(self, folder: Path) -> Session:
+        """A session as its folder holds it (its store read, its context rebuilt)."""
+        state = json.loads((folder / "session.json").read_text())
+        session = Session(state["id"], ArcConfig(**state["config"]), self.counter, folder,
+                          state.get("prefix"), state.get("fingerprints"), state.get("full_tokens", 0),
+                          state.get("num_requests", 0), state.get("tools"), state.get("context"),
+                          state.get("caller"))
+        session.stamp = file_stamp(folder / "session.json")
+        return session
+
+    def config(self, overrides: dict | None) -> ArcConfig:
+        overrides = dict(overrides or {})
+        unknown = set(overrides) - BUDGET_FIELDS
+        if unknown:
+            raise SessionError(f"budgets: unknown field(s) {', '.join(sorted(unknown))}; known: "
+                               f"{', '.join(sorted(BUDGET_FIELDS))}")
+        values = {**self.defaults, **overrides}
+        max_tokens = values.pop("max_tokens", 512)
+        window = values.pop("context_window", self.context_window)
+        if not isinstance(window, int) or isinstance(window, bool) or not 0 < window <= self.context_window:
+            raise SessionError(f"budgets: context_window={window!r} must be an integer in "
+                               f"1..{self.context_window} (the served model's max_model_len)")
+        try:
+            return ArcConfig.for_window(window, max_tokens, **values)
+        except (TypeError, ValueError) as error:
+            raise SessionError(f"budgets: {error}") from None
+
+    def create(self, overrides: dict | None = None, caller: str | None = None) -> Session:
+        config = self.config(overrides)
+        id = "sess_" + secrets.token_hex(12)
+        folder = None
+        if self.store_dir:
+            folder = self.store_dir / id
+            folder.mkdir()
+        session = Session(id, config, self.counter, folder, caller=caller)
+        session.save()
+        if self.shared:
+            session.store.release()
+        self.sessions[id] = session
+        self.touch(id)
+        self.sweep()
+        return session
+
+    # ---- implicit sessions (conversation_index.py) --------------------------------------
+
+    def for_conversation(self, messages: list[dict], caller: str) -> str:
+        """The id of the implicit session ``messages`` continue, or of a new one."""
+        id = self.implicit.find(caller, messages)
+        if id is not None and (id in self.sessions or (self.store_dir and (self.store_dir / id / "session.json").exists())):
+            return id
+        if id is not None:  # ended meanwhile: the conversation starts a new session
+            self.implicit.forget(id)
+        return self.create(caller=caller).id
+
+    def remember(self, session: Session) -> None:
+        """After a request: an implicit session is found by its conversation as it is now."""
+        if session.caller is not None:
+            self.implicit.remember(session.id, session.caller, session.fingerprints)
+
+    # ---- sessions end -------------------------------------------------------------------
+
+    def touch(self, id: str) -> None:
+        self.last_used[id] = time.monotonic()
+        self.last_used.move_to_end(id)
+
+    def sweep(self, now: float | None = None) -> None:
+        """End sessions idle past the TTL, and the least recently used beyond the cap."""
+        now = time.monotonic() if now is None else now
+        for id, used in list(self.last_used.items()):
+            idle = self.ttl_s is not None and now - used > self.ttl_s
+            over = self.max_sessions is not None and len(self.sessions) > self.max_sessions
+            if not (idle or over):
+                break  # least recent first: the rest were used later
+            session = self.sessions.get(id)
+            if self.in_use.get(id) or (session is not None and session.lock.locked()):
+                continue  # serving a request: never ended under it
+            self.end(id, f"idle for more than {self.ttl_s:g} s" if idle else
+                     f"the least recently used beyond --arc-max-sessions {self.max_sessions}")
+
+    def end(self, id: str, why: str) -> None:
+        """Take a session out of memory: unloaded (a store folder keeps it) or gone (410)."""
+        self.last_used.pop(id, None)
+        session = self.sessions.pop(id, None)
+        if session is None:
+            return
+        session.close()
+        if session.folder is not None:
+            self.num_unloaded += 1
+            logger.info("ARC session %s unloaded (%s); its folder keeps it", id, why)
+            return
+        self.implicit.forget(id)
+        self.ended[id] = why
+        while len(self.ended) > MAX_ENDED:
+            self.ended.popitem(last=False)
+        logger.info("ARC session %s ended (%s)", id, why)
+
+    @contextlib.asynccontextmanager
+    async def using(self, id: str):
+        """The session, for one request. Shared sessions (``shared=True``) are held by one
+        process at a time: this takes the session's file lock (waiting for another process
+        to finish its request), reloads the session if another process changed it since this
+        one last had it, and on leaving releases the store and the lock."""
+        if not self.shared:
+            session = self.get(id)
+            self.in_use[id] = self.in_use.get(id, 0) + 1
+            try:
+                yield session
+            finally:
+                self.release(id)
+            return
+        folder = self.folder_of(id)
+        self.in_use[id] = self.in_use.get(id, 0) + 1
+        try:
+            lock = await asyncio.to_thread(FileLock.take, folder / "session.lock", self.lock_timeout_s)
+            try:
+                session = await asyncio.to_thread(self.check_out, id, folder)
+                self.touch(id)
+                self.sweep()
+                try:
+                    yield session
+                finally:
+                    session.store.release()
+            finally:
+                lock.release()
+        finally:
+            self.release(id)
+
+    def release(self, id: str) -> None:
+        count = self.in_use.get(id, 0) - 1
+        if count > 0:
+            self.in_use[id] = count
+        else:
+            self.in_use.pop(id, None)
+
+    def folder_of(self, id: str) -> Path:
+        folder = self.store_dir / id if isinstance(id, str) and id.startswith("sess_") else None
+        if folder is None or "/" in id or not (folder / "session.json").exists():
+            raise SessionError(f"no ARC session {id!r}; create one with POST /v1/arc/sessions", 404)
+        return folder
+
+    def check_out(self, id: str, folder: Path) -> Session:
+        """Under the session's lock: this process's copy if still current, else the folder's."""
+        cached = self.sessions.get(id)
+        if cached is not None:
+            unchanged = cached.store.reacquire(self.lock_timeout_s)
+            if unchanged and cached.stamp == file_stamp(folder / "session.json"):
+                return cached
+            cached.close()
+        session = self.load(folder)
+        self.sessions[id] = session
+        return session
+
+    def get(self, id: str) -> Session:
+        """A session owned by this process (not shared; shared ones go through ``using``),
+        reloaded from its folder if it was unloaded."""
+        session = self.sessions.get(id) if isinstance(id, str) else None
+        if session is None and isinstance(id, str) and self.store_dir and not self.shared:
+            folder = self.store_dir / id
+            if id.startswith("sess_") and "/" not in id and (folder / "session.json").exists():
+                session = self.sessions[id] = self.load(folder)
+                self.num_unloaded = max(0, self.num_unloaded - 1)
+        if session is None:
+            if id in self.ended:
+                raise SessionError(f"ARC session {id!r} has ended ({self.ended[id]}) and was not "
+                                   "kept (no --arc-store-dir); start a new one", 410)
+            raise SessionError(f"no ARC session {id!r}; create one with POST /v1/arc/sessions", 404)
+        self.touch(id)
+        self.sweep()
+        return session
+
+    def delete(self, id: str) -> None:
+        session = self.get(id)
+        del self.sessions[id]
+        self.last_used.pop(id, None)
+        self.implicit.forget(id)
+        session.close()
+        if session.folder:
+            shutil.rmtree(session.folder)
+
+    def close(self) -> None:
+        for session in self.sessions.values():
+            session.close()
+
+
+if __name__ == "__main__":
+    from arc_vllm.core.tokens import TiktokenCounter
+
+    manager = SessionManager(TiktokenCounter(), 8192, {}, ttl_s=60)
+    session = manager.create()
+    manager.sweep(now=time.monotonic() + 61)
+    try:
+        manager.get(session.id)
+    except SessionError as error:
+        print(error.status, error)

@@ -1,0 +1,93 @@
+"""Sessions end (``serving/session_manager.py``): an idle TTL and an in-memory cap. With a
+store folder an ended session is unloaded and its next request reloads it exactly (the same
+view, every observation); without one it is gone and answers 410. A session serving a
+request is never ended under it. The embedded model's tokenizer; served in
+``tests/test_serving.py``.
+
+    pytest tests/test_session_manager.py
+"""
+
+import asyncio
+import time
+
+import pytest
+
+from arc_vllm.serving.session_manager import SessionError, SessionManager
+
+
+def conversation(count: int) -> list[dict]:
+    messages = [{"role": "user", "content": "Check the logs."}]
+    for index in range(count):
+        messages += [{"role": "assistant", "content": "", "tool_calls": [
+            {"id": f"c{index}", "type": "function", "function": {"name": "cat", "arguments": str(index)}}]},
+            {"role": "tool", "tool_call_id": f"c{index}", "content": f"log {index} line\n" * (30 + index)}]
+    return messages
+
+
+def test_an_idle_session_without_a_store_ends_and_answers_410(smol):
+    manager = SessionManager(smol, 4096, {}, ttl_s=60)
+    idle, busy = manager.create(), manager.create()
+    later = time.monotonic() + 61
+
+    async def hold():
+        async with manager.using(busy.id):
+            manager.sweep(now=later)  # busy is serving a request: it stays
+
+    asyncio.run(hold())
+    assert busy.id in manager.sessions and idle.id not in manager.sessions
+    with pytest.raises(SessionError) as ended:
+        manager.get(idle.id)
+    assert ended.value.status == 410 and "idle for more than 60 s" in str(ended.value)
+    with pytest.raises(SessionError) as unknown:
+        manager.get("sess_never")
+    assert unknown.value.status == 404
+
+
+def test_the_cap_ends_the_least_recently_used(smol):
+    manager = SessionManager(smol, 4096, {}, max_sessions=3)
+    first, second, third = (manager.create() for _ in range(3))
+    manager.get(first.id)  # used: now the most recent
+    fourth = manager.create()
+    assert set(manager.sessions) == {first.id, third.id, fourth.id}
+    with pytest.raises(SessionError, match="--arc-max-sessions 3"):
+        manager.get(second.id)
+
+
+def test_a_durable_session_is_unloaded_and_reloaded_exactly(smol, tmp_path):
+    manager = SessionManager(smol, 4096, {"context_window": 2048}, str(tmp_path), ttl_s=60, max_sessions=2)
+    session = manager.create({"context_window": 2048, "max_tokens": 256})
+    session.take_in(conversation(12), None)
+    before = session.context.render()
+    bodies = {id: session.store.get(id).content for id in session.store.ids()}
+    assert before.compacted
+    manager.sweep(now=time.monotonic() + 61)
+    assert session.id not in manager.sessions and manager.num_unloaded == 1
+    again = manager.get(session.id)  # reloaded from its folder
+    assert again is not session and manager.num_unloaded == 0
+    assert again.context.render().messages == before.messages
+    assert {id: again.store.get(id).content for id in again.store.ids()} == bodies
+    # The cap unloads too, and the next request brings the session back.
+    others = [manager.create() for _ in range(2)]
+    assert session.id not in manager.sessions and manager.get(session.id).id == session.id
+    assert len(manager.sessions) == 2 and others
+
+
+def test_implicit_sessions_are_found_by_conversation_and_forgotten_when_they_end(smol):
+    manager = SessionManager(smol, 4096, {}, ttl_s=60)
+    messages = conversation(2)
+    id = manager.for_conversation(messages, "caller-a")
+    session = manager.get(id)
+    session.take_in(messages, None)
+    manager.remember(session)
+    longer = messages + [{"role": "user", "content": "and the next?"}]
+    assert manager.for_conversation(longer, "caller-a") == id
+    assert manager.for_conversation(longer, "caller-b") != id
+    manager.sweep(now=time.monotonic() + 61)
+    assert manager.for_conversation(longer, "caller-a") not in (id, None)  # a new one
+
+
+def test_bad_limits_are_refused():
+    with pytest.raises(ValueError, match="--arc-session-ttl"):
+        SessionManager(None, 4096, {}, ttl_s=0)
+    with pytest.raises(ValueError, match="--arc-max-sessions"):
+        SessionManager(None, 4096, {}, max_sessions=0)
