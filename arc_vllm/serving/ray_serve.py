@@ -32,7 +32,9 @@ FORWARDED_HEADERS = ("content-type", "authorization", "x-arc-session", "accept")
 
 
 def session_of(path: str, headers, body: bytes) -> str | None:
-    """The ARC session a request names, if any."""
+    """The routing key of a request: the ARC session it names, else (a chat request naming
+    none, which a replica serves in an implicit session) its conversation's first message and
+    caller, so that every request of one conversation reaches the same replica."""
     parts = path.strip("/").split("/")
     if parts[:3] == ["v1", "arc", "sessions"] and len(parts) > 3:
         return parts[3]
@@ -45,6 +47,13 @@ def session_of(path: str, headers, body: bytes) -> str | None:
         sid = data["vllm_xargs"].get("arc_session")
         if isinstance(sid, str):
             return sid
+    if header is None and isinstance(data, dict) and isinstance(data.get("messages"), list) \
+            and data["messages"] and isinstance(data["messages"][0], dict):
+        from arc_vllm.core.transcript import fingerprint
+        from arc_vllm.serving.conversation_index import chain, caller_of
+
+        caller = caller_of(headers.get("authorization"), data.get("user"))
+        return "conversation-" + chain(caller, [fingerprint(data["messages"][0])])[0]
     return header
 
 
