@@ -95,6 +95,27 @@ def test_a_session_through_compactions_reuses_kv_and_loses_nothing(reusing):
 
 
 @pytest.mark.slow
+def test_every_metric_the_grafana_dashboard_queries_is_on_metrics(reusing):
+    """docs/grafana/arc-vllm.json against a running server's /metrics (this one has every
+    ARC metric: the engine hook's, the KV-reuse connector's, the API process's)."""
+    import re
+
+    dashboard = json.loads((ROOT / "docs" / "grafana" / "arc-vllm.json").read_text())
+    queried = {name for panel in dashboard["panels"] for target in panel["targets"]
+               for name in re.findall(r"\b(?:arc_[a-z_]+|vllm:[a-z_:]+)", target["expr"])}
+    assert len(queried) >= 15
+    # One ARC request, so that every histogram and counter has samples even when this test
+    # runs alone.
+    client = OpenAI(base_url=reusing.base + "/v1", api_key="none", max_retries=0)
+    client.chat.completions.create(model=client.models.list().data[0].id, max_tokens=2,
+                                   messages=[{"role": "user", "content": "hello"}])
+    metrics = urllib.request.urlopen(reusing.base + "/metrics").read().decode()
+    exported = {re.split(r"[{ ]", line, maxsplit=1)[0] for line in metrics.splitlines()
+                if line and not line.startswith("#")}
+    assert queried <= exported, sorted(queried - exported)
+
+
+@pytest.mark.slow
 def test_bench_kv_reuse_writes_its_figures(tmp_path):
     out = tmp_path / "kv-reuse"
     done = subprocess.run([str(Path(sys.executable).parent / "arc-vllm"), "bench", "kv-reuse",

@@ -164,6 +164,9 @@ def test_a_request_naming_no_session_gets_one_by_its_conversation(tiny):
         assert arc["session"] == first["session"] and arc["observations"] == index + 1
     status, described = call(tiny.base, "GET", f"/v1/arc/sessions/{first['session']}")
     assert status == 200 and described["implicit"] and described["requests"] == 4
+    # The response names the session in a header too, so a client may pin it from now on.
+    raw = client.chat.completions.with_raw_response.create(model=model, max_tokens=3, messages=messages)
+    assert raw.headers["x-arc-session"] == first["session"] == raw.parse().model_extra["arc"]["session"]
     other_key = OpenAI(base_url=tiny.base + "/v1", api_key="team-b", max_retries=0)
     assert other_key.chat.completions.create(model=model, max_tokens=3, messages=messages) \
         .model_extra["arc"]["session"] != first["session"]

@@ -43,6 +43,15 @@ def test_an_idle_session_without_a_store_ends_and_answers_410(smol):
     assert unknown.value.status == 404
 
 
+def test_by_default_implicit_sessions_end_after_a_day_and_explicit_ones_do_not(smol):
+    manager = SessionManager(smol, 4096, {})
+    explicit, implicit = manager.create(), manager.create(caller="someone")
+    manager.sweep(now=time.monotonic() + 86401)
+    assert explicit.id in manager.sessions and implicit.id not in manager.sessions
+    with pytest.raises(SessionError, match="86400 s"):
+        manager.get(implicit.id)
+
+
 def test_the_cap_ends_the_least_recently_used(smol):
     manager = SessionManager(smol, 4096, {}, max_sessions=3)
     first, second, third = (manager.create() for _ in range(3))
@@ -91,3 +100,42 @@ def test_bad_limits_are_refused():
         SessionManager(None, 4096, {}, ttl_s=0)
     with pytest.raises(ValueError, match="--arc-max-sessions"):
         SessionManager(None, 4096, {}, max_sessions=0)
+
+
+def test_requests_are_recorded_and_survive_an_unload(smol, tmp_path):
+    import asyncio
+
+    from vllm.entrypoints.openai.chat_completion.protocol import ChatCompletionRequest
+
+    from arc_vllm.serving.chat import complete
+    from test_serving_chat import FakeEngine
+
+    manager = SessionManager(smol, 4096, {}, str(tmp_path), ttl_s=60)
+    session = manager.create({"context_window": 2048, "max_tokens": 256})
+    messages = conversation(4)
+    for count in (4, 8, 16):
+        messages = conversation(count)
+        asyncio.run(complete({"messages": messages}, session, FakeEngine(0), None, ChatCompletionRequest))
+    records = list(session.records)
+    assert len(records) == 3 and [r["engine_calls"] for r in records] == [1, 1, 1]
+    assert records[0]["conversation_tokens"] < records[-1]["conversation_tokens"]
+    assert all(r["view_tokens"] <= r["budget_tokens"] for r in records)
+    assert records[-1]["compactions"] >= 1 and records[-1]["prefix_cached_tokens"] == 64
+    assert set(records[0]) >= {"time", "conversation_tokens", "view_tokens", "budget_tokens",
+                               "prefix_cached_tokens", "compactions", "recalls", "commands_served",
+                               "engine_calls", "arc_ms", "engine_ms"}
+    listed = {row["id"]: row for row in manager.listing()}
+    assert listed[session.id]["in_memory"] and listed[session.id]["requests"] == 3
+    manager.sweep(now=time.monotonic() + 61)
+    listed = {row["id"]: row for row in manager.listing()}
+    assert not listed[session.id]["in_memory"] and listed[session.id]["observations"] == 16
+    assert list(manager.get(session.id).records) == records  # kept with the session
+
+
+def test_records_are_bounded(smol):
+    from arc_vllm.serving.sessions import MAX_RECORDS
+
+    session = SessionManager(smol, 4096, {}).create()
+    for index in range(MAX_RECORDS + 5):
+        session.records.append({"time": index})
+    assert len(session.records) == MAX_RECORDS and session.records[0]["time"] == 5

@@ -79,6 +79,7 @@ class Loop:
     cached_tokens: int = 0
     warmup_tokens: int = 0
     render_ms: float = 0.0  # ARC's own time before the engine calls: render, compactions
+    own_ms: float = 0.0  # all of ARC's own time: archiving, rendering, serving commands
 
 
 class Step:
@@ -99,18 +100,19 @@ class Step:
         """Archive the request's new observations (first: once stored, nothing below can lose
         them). ``SessionError`` for a malformed message or a task prefix that cannot fit."""
         session = self.session
+        self.started = time.perf_counter()
         # ARC's tools are offered once ARC has acted (stubs exist); until then the prompt is
         # the client's own, byte for byte.
         self.arc_tools = session.context is not None and session.context.has_acted
         try:
             tools = engine_tools(self.body, self.request_class, self.arc_tools)
             self.before_tokens = session.take_in(self.body["messages"], tools)
+            self.take_in_ms = (time.perf_counter() - self.started) * 1000
         except ValueError as error:
             raise SessionError(f"messages: {error}" if not str(error).startswith("messages")
                                else str(error)) from None
         self.context = context = session.context
         self.compactions, self.recalls = context.num_compactions, context.recall.num_recalls
-        self.started = time.perf_counter()
         xargs = dict(self.body.get("vllm_xargs") or {})
         # vllm_xargs.arc_debug: return each view sent to the engine (for tests and debugging).
         self.debug = bool(xargs.pop("arc_debug", False))
@@ -132,7 +134,9 @@ class Step:
             if context.has_acted and not self.arc_tools and self.body.get("tools"):
                 self.offer_arc_tools()  # this view compacted: from now on ARC's tools too
                 view = context.render()
-            loop.render_ms += (time.perf_counter() - rendering) * 1000
+            elapsed = (time.perf_counter() - rendering) * 1000
+            loop.render_ms += elapsed
+            loop.own_ms += elapsed
             loop.view_tokens.append(view.tokens)
             if self.debug:
                 loop.views.append(view.messages)
@@ -177,16 +181,17 @@ class Step:
         """Serve the ARC commands of one output (if still allowed); whether any was."""
         if not self.may_serve:
             return False
+        serving = time.perf_counter()
         results = serve_commands(self.context, message)
+        self.loop.own_ms += (time.perf_counter() - serving) * 1000
         for outcome in results:
             metrics.RECALLS.labels(result="ok" if outcome.ok else "refused").inc()
         self.loop.served += bool(results)
         return bool(results)
 
     def end(self) -> dict:
-        """Save the session (the context after this step's compactions and commands, for a
-        reopening); the ``arc`` object of the response."""
-        self.session.save()
+        """Record the request in the session and save it (the context after this step's
+        compactions and commands, for a reopening); the ``arc`` object of the response."""
         context, loop = self.context, self.loop
         compactions = context.num_compactions - self.compactions
         metrics.COMPACTIONS.inc(compactions)
@@ -204,6 +209,17 @@ class Step:
             "kv_warmup_tokens": loop.warmup_tokens,
             "observations": len(context.store), "render_ms": round(loop.render_ms, 2),
             "arc_ms": round((time.perf_counter() - self.started) * 1000, 1)}
+        total_ms = (time.perf_counter() - self.started) * 1000
+        own_ms = loop.own_ms + self.take_in_ms
+        self.session.records.append({
+            "time": round(time.time(), 3), "conversation_tokens": self.before_tokens,
+            "view_tokens": arc["view_tokens"], "budget_tokens": arc["budget_tokens"],
+            "prompt_tokens": loop.prompt_tokens, "prefix_cached_tokens": loop.cached_tokens,
+            "compactions": compactions, "recalls": arc["recalls"], "commands_served": loop.served,
+            "engine_calls": len(loop.view_tokens), "arc_ms": round(own_ms, 2),
+            "engine_ms": round(max(0.0, total_ms - own_ms), 1),
+            "stream": bool(self.body.get("stream"))})
+        self.session.save()
         if self.debug:
             arc["views"] = loop.views
         return arc

@@ -6,9 +6,13 @@
     arc_prompt_tokens_total          prompt tokens of ARC requests, as the engine counted them
     arc_prefix_cached_tokens_total   of those, tokens served from vLLM's prefix cache
     arc_store_bytes                  payload bytes held by all session stores
-    arc_sessions                     open sessions
+    arc_sessions                     sessions in memory
+    arc_sessions_unloaded_total{reason}  sessions taken out of memory (ttl, capacity): unloaded
+                                     to their store folder, or ended without one
 
-The engine-side figures (``arc_engine_*``) come from ``serving.scheduler``.
+The engine-side figures (``arc_engine_*``) come from ``serving.scheduler``, and with
+``--arc-kv-reuse`` ``arc_engine_kv_reused_tokens_total`` and ``arc_kv_reuse_enabled`` from the
+connector. ``docs/grafana/arc-vllm.json`` is a Grafana dashboard of them beside vLLM's.
 """
 
 from __future__ import annotations
@@ -27,7 +31,11 @@ PREFIX_CACHED_TOKENS = Counter("arc_prefix_cached_tokens",
 # "livemax": one value per live API-server process under prometheus_client's multiprocess mode.
 STORE_BYTES = Gauge("arc_store_bytes", "Payload bytes held by all ARC session stores",
                     multiprocess_mode="livemax")
-SESSIONS = Gauge("arc_sessions", "Open ARC sessions", multiprocess_mode="livemax")
+SESSIONS = Gauge("arc_sessions", "ARC sessions in memory", multiprocess_mode="livemax")
+UNLOADED = Counter("arc_sessions_unloaded", "ARC sessions taken out of memory (idle TTL, the "
+                   "--arc-max-sessions cap): unloaded to their store folder, or ended", ["reason"])
+for _reason in ("ttl", "capacity"):
+    UNLOADED.labels(reason=_reason)
 
 
 def refresh(manager) -> None:

@@ -20,7 +20,8 @@ options are parsed and ignored, no route is added, the engine is vLLM's own. Wit
     --arc-store-dir DIR       durable sessions (default: host memory)
     --arc-shared-sessions     several processes serve DIR (one request of a session at a time)
     --arc-implicit-sessions on|off  a request naming no session gets one by its conversation (on)
-    --arc-session-ttl S       a session idle S seconds leaves memory (default 3600)
+    --arc-session-ttl S       a session idle S seconds leaves memory (default: a day for
+                              implicit sessions, none for explicit ones)
     --arc-max-sessions N      at most N sessions in memory, least recently used out (default 1024)
     --arc-kv-reuse            after a compaction, reuse the last view's KV (serving/kv_connector.py)
     --arc-kv-reuse-recompute N  recompute the first N tokens of the reused run (default 0)
@@ -136,9 +137,10 @@ def add_arc_arguments(parser) -> None:
                        help="on (default): a chat request that names no session gets one by its "
                             "conversation (its messages and caller); off: only requests naming a "
                             "session (X-ARC-Session, vllm_xargs.arc_session) take the ARC path")
-    group.add_argument("--arc-session-ttl", type=float, default=3600.0, metavar="SECONDS",
+    group.add_argument("--arc-session-ttl", type=float, default=None, metavar="SECONDS",
                        help="a session idle this long leaves memory: unloaded (reloaded on its next "
-                            "request) with --arc-store-dir, else ended (410) (default 3600)")
+                            "request) with --arc-store-dir, else ended (410) (default: 86400 for "
+                            "implicit sessions, none for explicit ones)")
     group.add_argument("--arc-max-sessions", type=int, default=1024, metavar="N",
                        help="sessions held in memory; the least recently used beyond N leave "
                             "memory as after the TTL (default 1024)")
@@ -229,3 +231,6 @@ class ArcEndpoint:
                                             budgets_from(args), args.arc_store_dir, shared=shared,
                                             ttl_s=args.arc_session_ttl, max_sessions=args.arc_max_sessions)
         state.arc_implicit_sessions = args.arc_implicit_sessions == "on"
+        from arc_vllm.serving import metrics
+
+        metrics.refresh(state.arc_sessions)  # the session gauges on /metrics from the start

@@ -1,7 +1,9 @@
 """HTTP surface of ARC sessions, attached to vLLM's own FastAPI app.
 
     POST   /v1/arc/sessions                           create (optional {"budgets": {...}})
+    GET    /v1/arc/sessions                           every session: counts, last used, in memory or not
     GET    /v1/arc/sessions/{sid}                     counts and budgets
+    GET    /v1/arc/sessions/{sid}/requests            one record per ARC request, oldest first
     DELETE /v1/arc/sessions/{sid}                     end it (its store is removed)
     GET    /v1/arc/sessions/{sid}/observations/{oid}  a stored observation, exactly
     GET    /v1/arc/sessions/{sid}/catalog?page=N      one catalog page
@@ -63,6 +65,25 @@ async def create_session(request: Request):
         return error(str(exc), exc.status)
     metrics.refresh(manager_of(request))
     return JSONResponse(session.describe(), 201)
+
+
+@router.get("/v1/arc/sessions")
+async def list_sessions(request: Request):
+    return {"sessions": manager_of(request).listing()}
+
+
+@router.get("/v1/arc/sessions/{sid}/requests")
+async def get_requests(sid: str, request: Request):
+    """What each request of the session cost: the conversation's tokens (what plain vLLM
+    would have taken), the view's and the budget, prefix-cached tokens, compactions, recalls,
+    commands served, engine calls, ARC's own time and the rest (the engine's)."""
+    try:
+        async with manager_of(request).using(sid) as session:
+            return list(session.records)
+    except SessionError as exc:
+        return error(str(exc), exc.status)
+    except SessionBusy as exc:
+        return error(str(exc), 409, "conflict")
 
 
 @router.get("/v1/arc/sessions/{sid}")
@@ -200,7 +221,8 @@ class ArcChatRoute(BaseRoute):
             return arc_error(exc)
         finally:
             metrics.refresh(app.state.arc_sessions)
-        return JSONResponse(result)
+        # The session by name, so a client whose session was implicit may pin it from now on.
+        return JSONResponse(result, headers={"X-ARC-Session": result["arc"]["session"]})
 
     async def stream_arc(self, request: Request, body: dict, sid: str, implicit: bool) -> Response | None:
         """A streamed ARC answer: the session is held until the last event is sent; an error
@@ -230,7 +252,8 @@ class ArcChatRoute(BaseRoute):
                 await held.aclose()
                 metrics.refresh(app.state.arc_sessions)
 
-        return StreamingResponse(relayed(), media_type="text/event-stream")
+        return StreamingResponse(relayed(), media_type="text/event-stream",
+                                 headers={"X-ARC-Session": session.id})
 
 
 def session_named(header: str | None, body) -> str | None:

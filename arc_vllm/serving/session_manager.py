@@ -4,8 +4,9 @@
 session). With ``shared`` (several processes over one ``--arc-store-dir``) each request takes
 the session's file lock and reloads it if another process changed it (``using``).
 
-Sessions end (``SessionManager``): one idle for ``ttl_s`` seconds, or the least recently used
-beyond ``max_sessions`` in memory, leaves memory. With a store folder it is only unloaded: the
+Sessions end (``SessionManager``): one idle past its TTL (``ttl_s`` when given, for every
+session; else ``implicit_ttl_s``, a day, for implicit sessions and none for explicit ones), or
+the least recently used beyond ``max_sessions`` in memory, leaves memory. With a store folder it is only unloaded: the
 next request reloads it exactly from its folder. Without one it is gone, and a request naming
 it gets 410 (not 404: the client learns its session ended, and can start another). A session
 serving a request is never ended under it.
@@ -39,10 +40,12 @@ MAX_ENDED = 65536  # ended session ids remembered (for 410), most recent
 
 class SessionManager:
     def __init__(self, counter, context_window: int, defaults: dict, store_dir: str | None = None,
-                 shared: bool = False, lock_timeout_s: float = 60.0, ttl_s: float | None = 3600.0,
-                 max_sessions: int | None = 1024):
+                 shared: bool = False, lock_timeout_s: float = 60.0, ttl_s: float | None = None,
+                 max_sessions: int | None = 1024, implicit_ttl_s: float = 86400.0):
         if ttl_s is not None and ttl_s <= 0:
             raise ValueError(f"--arc-session-ttl: must be > 0 seconds (got {ttl_s})")
+        self.implicit_ttl_s = implicit_ttl_s
+        self._idle_pass = float("-inf")  # when sessions were last checked for idleness
         if max_sessions is not None and max_sessions < 1:
             raise ValueError(f"--arc-max-sessions: must be >= 1 (got {max_sessions})")
         self.ttl_s = ttl_s
@@ -79,7 +82,8 @@ class SessionManager:
         session = Session(state["id"], ArcConfig(**state["config"]), self.counter, folder,
                           state.get("prefix"), state.get("fingerprints"), state.get("full_tokens", 0),
                           state.get("num_requests", 0), state.get("tools"), state.get("context"),
-                          state.get("caller"))
+                          state.get("caller"), state.get("records"))
+        session.last_used = (state.get("summary") or {}).get("last_used", session.last_used)
         session.stamp = file_stamp(folder / "session.json")
         return session
 
@@ -137,27 +141,60 @@ class SessionManager:
     def touch(self, id: str) -> None:
         self.last_used[id] = time.monotonic()
         self.last_used.move_to_end(id)
+        if id in self.sessions:
+            self.sessions[id].last_used = time.time()
+
+    def listing(self) -> list[dict]:
+        """Every session: in memory, and (with a store folder) unloaded ones, most recent first."""
+        rows = [dict(session.summary(), in_memory=True) for session in self.sessions.values()]
+        if self.store_dir:
+            for folder in self.store_dir.iterdir():
+                if folder.name not in self.sessions and (folder / "session.json").exists():
+                    try:
+                        state = json.loads((folder / "session.json").read_text())
+                    except (OSError, ValueError):
+                        continue  # being replaced by another process: listed next time
+                    summary = state.get("summary") or {"id": state.get("id", folder.name)}
+                    rows.append(dict(summary, in_memory=False))
+        return sorted(rows, key=lambda row: row.get("last_used", 0), reverse=True)
+
+    def ttl_of(self, session: Session | None) -> float | None:
+        if self.ttl_s is not None:
+            return self.ttl_s
+        return self.implicit_ttl_s if session is not None and session.caller is not None else None
+
+    def busy(self, id: str) -> bool:
+        session = self.sessions.get(id)
+        return bool(self.in_use.get(id)) or (session is not None and session.lock.locked())
 
     def sweep(self, now: float | None = None) -> None:
-        """End sessions idle past the TTL, and the least recently used beyond the cap."""
+        """End the least recently used sessions beyond the cap, and (checked at most once a
+        second) those idle past their TTL. Never one serving a request."""
         now = time.monotonic() if now is None else now
+        if self.max_sessions is not None:
+            for id in list(self.last_used):
+                if len(self.sessions) <= self.max_sessions:
+                    break
+                if not self.busy(id):
+                    self.end(id, "capacity", f"the least recently used beyond --arc-max-sessions "
+                                             f"{self.max_sessions}")
+        if now - self._idle_pass < 1.0:
+            return
+        self._idle_pass = now
         for id, used in list(self.last_used.items()):
-            idle = self.ttl_s is not None and now - used > self.ttl_s
-            over = self.max_sessions is not None and len(self.sessions) > self.max_sessions
-            if not (idle or over):
-                break  # least recent first: the rest were used later
-            session = self.sessions.get(id)
-            if self.in_use.get(id) or (session is not None and session.lock.locked()):
-                continue  # serving a request: never ended under it
-            self.end(id, f"idle for more than {self.ttl_s:g} s" if idle else
-                     f"the least recently used beyond --arc-max-sessions {self.max_sessions}")
+            ttl = self.ttl_of(self.sessions.get(id))
+            if ttl is not None and now - used > ttl and not self.busy(id):
+                self.end(id, "ttl", f"idle for more than {ttl:g} s (--arc-session-ttl)")
 
-    def end(self, id: str, why: str) -> None:
+    def end(self, id: str, reason: str, why: str) -> None:
         """Take a session out of memory: unloaded (a store folder keeps it) or gone (410)."""
+        from arc_vllm.serving import metrics
+
         self.last_used.pop(id, None)
         session = self.sessions.pop(id, None)
         if session is None:
             return
+        metrics.UNLOADED.labels(reason=reason).inc()
         session.close()
         if session.folder is not None:
             self.num_unloaded += 1

@@ -23,6 +23,8 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import time
+from collections import deque
 from dataclasses import fields
 from pathlib import Path
 
@@ -33,6 +35,8 @@ from arc_vllm.core.snapshot import restore, snapshot
 from arc_vllm.core.store import ObsStore
 from arc_vllm.core.transcript import content_text, take_in
 
+
+MAX_RECORDS = 1000
 
 # A session may ask for a smaller window than the server's (a client sized for a smaller
 # model, a benchmark at several windows on one server), never a larger one.
@@ -57,8 +61,12 @@ class Session:
     def __init__(self, id: str, config: ArcConfig, counter, folder: Path | None,
                  prefix: list[dict] | None = None, fingerprints: list[str] | None = None,
                  full_tokens: int = 0, num_requests: int = 0, tools: list[dict] | None = None,
-                 context_state: dict | None = None, caller: str | None = None):
+                 context_state: dict | None = None, caller: str | None = None,
+                 records: list[dict] | None = None):
         self.id = id
+        # One record per ARC request (serving/chat.py Step.end), the last MAX_RECORDS.
+        self.records: deque[dict] = deque(records or [], maxlen=MAX_RECORDS)
+        self.last_used = time.time()
         self.caller = caller  # an implicit session's caller (conversation_index.py); None: explicit
         self.config = config
         self.counter = counter
@@ -130,12 +138,20 @@ class Session:
                  "prefix": self.prefix, "fingerprints": self.fingerprints,
                  "tools": self.context.tools if self.context else None,
                  "full_tokens": self.full_tokens, "num_requests": self.num_requests,
-                 "caller": self.caller,
+                 "caller": self.caller, "records": list(self.records), "summary": self.summary(),
                  "context": snapshot(self.context) if self.context else None}
         temporary = self.folder / "session.json.tmp"
         temporary.write_text(json.dumps(state))
         os.replace(temporary, self.folder / "session.json")
         self.stamp = file_stamp(self.folder / "session.json")
+
+    def summary(self) -> dict:
+        """What a list of sessions shows (also kept in session.json, for an unloaded one)."""
+        return {"id": self.id, "observations": len(self.store),
+                "turns": len(self.context.turns) if self.context else 0,
+                "compactions": self.context.num_compactions if self.context else 0,
+                "requests": self.num_requests, "implicit": self.caller is not None,
+                "last_used": round(self.last_used, 3)}
 
     def describe(self) -> dict:
         return {"id": self.id, "observations": len(self.store),
