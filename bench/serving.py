@@ -25,7 +25,13 @@
    <= 1.2x plain's), and a turn that needs a compaction (target: ARC's render/compaction time
    plus plain's first event for the same view sent uncached).
 
-4. Ray Serve (``--ray-replicas 1,2``, alone; writes runs/bench/serving_ray.json): the same load
+4. Session churn (``--churn N``, alone; writes runs/bench/serving_churn.json): N sessions
+   created one after the other, each sent one request holding a 60,000-character
+   observation, on a server with ``--arc-max-sessions`` (``--churn-cap``, 50); the API
+   server's resident memory (VmRSS) after the first sessions and then every N/4, and
+   ``arc_sessions``: memory stays flat once the cap is reached.
+
+5. Ray Serve (``--ray-replicas 1,2``, alone; writes runs/bench/serving_ray.json): the same load
    of ARC sessions on plain ``arc-vllm serve`` and through ``arc-vllm serve --ray-replicas N``
    with session-affine and round-robin routing: affinity (the share of a session's requests on
    its first replica), the prefix-cache hit rate, throughput, p50/p99, the Ray path's overhead.
@@ -308,6 +314,45 @@ async def streaming(server, repeats: int, generated: int) -> dict:
     return result
 
 
+def resident_mib(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return round(int(line.split()[1]) / 1024, 1)
+    return 0.0
+
+
+def gauge(base: str, name: str) -> float:
+    import urllib.request
+
+    text = urllib.request.urlopen(base + "/metrics").read().decode()
+    return sum(float(line.split()[-1]) for line in text.splitlines() if line.startswith(name + " ")
+               or line.startswith(name + "{"))
+
+
+async def churn(server, sessions: int, cap: int) -> dict:
+    client = AsyncOpenAI(base_url=server.base + "/v1", api_key="none", max_retries=0)
+    model = (await client.models.list()).data[0].id
+    samples = []
+    checkpoints = {10, *(sessions * k // 4 for k in (1, 2, 3, 4))}
+    started = time.perf_counter()
+    for index in range(1, sessions + 1):
+        session = await create_session(client)
+        body = "".join(f"session {index} line {n}: value {n * 7919 % 1000}\n" for n in range(2000))[:60000]
+        messages = [{"role": "user", "content": f"Session {index}: read the log."},
+                    {"role": "assistant", "content": "", "tool_calls": [{"id": "c0", "type": "function",
+                     "function": {"name": "cat", "arguments": "{}"}}]},
+                    {"role": "tool", "tool_call_id": "c0", "content": body}]
+        await client.chat.completions.create(model=model, messages=messages, max_tokens=2,
+                                             extra_body={"vllm_xargs": {"arc_session": session["id"]}})
+        if index in checkpoints:
+            samples.append({"sessions_created": index, "api_server_rss_mib": resident_mib(server.process.pid),
+                            "arc_sessions": gauge(server.base, "arc_sessions"),
+                            "elapsed_s": round(time.perf_counter() - started, 1)})
+            print(samples[-1], flush=True)
+    return {"sessions": sessions, "cap": cap, "observation_chars": 60000, "samples": samples,
+            "rss_growth_after_cap_mib": round(samples[-1]["api_server_rss_mib"] - samples[1]["api_server_rss_mib"], 1)}
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sessions", type=int, default=32)
@@ -323,6 +368,9 @@ def main() -> int:
     parser.add_argument("--model", default=None,
                         help="part 3's model: a folder, or 'embedded' (SmolLM2; default: the tiny model)")
     parser.add_argument("--max-model-len", type=int, default=8192, help="the server's window (default 8192)")
+    parser.add_argument("--churn", type=int, default=0, metavar="N",
+                        help="part 4 alone: N sessions created under --churn-cap, memory sampled")
+    parser.add_argument("--churn-cap", type=int, default=50, help="--arc-max-sessions for --churn")
     parser.add_argument("--ray-replicas", default=None,
                         help="e.g. 1,2: the load through Ray Serve with that many engine replicas "
                              "(affinity and round-robin routing) beside plain arc-vllm serve, only")
@@ -333,6 +381,19 @@ def main() -> int:
         results = {"model": "arc-tiny-llama (random weights, 2 layers)", "machine_cpus": os.cpu_count(),
                    "ray": ray_load(args, model)}
         out = Path(args.out).with_name("serving_ray.json") if args.out == "runs/bench/serving.json" \
+            else Path(args.out)
+        out.write_text(json.dumps(results, indent=1))
+        print(f"wrote {out}")
+        return 0
+    if args.churn:
+        server = Server(str(model), Path(args.out).with_suffix(".churn.log"), "--arc-max-sessions",
+                        str(args.churn_cap), in_process_engine=False).wait()
+        try:
+            results = {"model": "arc-tiny-llama (random weights, 2 layers)",
+                       "churn": asyncio.run(churn(server, args.churn, args.churn_cap))}
+        finally:
+            server.stop()
+        out = Path(args.out).with_name("serving_churn.json") if args.out == "runs/bench/serving.json" \
             else Path(args.out)
         out.write_text(json.dumps(results, indent=1))
         print(f"wrote {out}")

@@ -467,3 +467,43 @@ def test_a_long_task_prefix_is_accepted_and_one_too_long_is_refused_clearly(tiny
     message = str(refused.value)
     assert "task prefix F" in message and "L = 3584" in message and "at least" in message
     assert call(tiny.base, "GET", f"/v1/arc/sessions/{other['id']}")[1]["observations"] == 0
+
+
+@pytest.mark.parametrize("durable", [True, False])
+def test_under_a_session_cap_memory_holds_the_cap_and_nothing_durable_is_lost(tmp_path, durable):
+    """--arc-max-sessions 20 and 60 sessions with an observation each: at most 20 stay in
+    memory; with a store folder every one answers its next request with all it stored, without
+    one those that left memory answer 410."""
+    store = ["--arc-store-dir", str(tmp_path / "sessions")] if durable else []
+    server = Server(str(prepare_tiny()), tmp_path / "server.log", "--arc-max-sessions", "20", *store).wait()
+    try:
+        client, model = client_for(server)
+        sessions = {}
+        for index in range(60):
+            _, session = call(server.base, "POST", "/v1/arc/sessions")
+            body = f"session {index} observation\n" * 40
+            turn, signature = tool_turn(index, body)
+            messages = [{"role": "user", "content": f"task {index}"}] + turn
+            client.chat.completions.create(model=model, max_tokens=2, messages=messages,
+                                           extra_body={"vllm_xargs": {"arc_session": session["id"]}})
+            sessions[session["id"]] = (messages, visible_id(signature, body), body)
+        metrics = urllib.request.urlopen(server.base + "/metrics").read().decode()
+        [in_memory] = [float(line.split()[-1]) for line in metrics.splitlines() if line.startswith("arc_sessions ")]
+        assert in_memory <= 20
+        listed = call(server.base, "GET", "/v1/arc/sessions")[1]["sessions"]
+        gone = []
+        for sid, (messages, oid, body) in sessions.items():
+            status, stored = call(server.base, "GET", f"/v1/arc/sessions/{sid}/observations/{oid}")
+            if status == 410:
+                gone.append(sid)
+                continue
+            assert status == 200 and stored.decode() == body
+            reply = client.chat.completions.create(model=model, max_tokens=2, messages=messages + [
+                {"role": "user", "content": "next"}], extra_body={"vllm_xargs": {"arc_session": sid}})
+            assert reply.model_extra["arc"]["observations"] == 2  # its own, and the new message
+        if durable:
+            assert not gone and len(listed) == 60 and sum(row["in_memory"] for row in listed) <= 20
+        else:
+            assert len(gone) >= 40 and len(listed) <= 20
+    finally:
+        server.stop()
