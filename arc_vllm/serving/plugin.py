@@ -211,6 +211,9 @@ class ArcEndpoint:
     async def init_state(self, engine_client, state, args) -> None:
         if not getattr(args, "arc", False) or engine_client is None:
             return
+        from arc_vllm.serving.vllm_compat import check
+
+        check()  # the version logged; a missing hook fails here, at start
         from arc_vllm.core.tokens import HFTokenCounter
         from arc_vllm.serving.session_manager import SessionManager
 
