@@ -93,6 +93,17 @@ def test_until_arc_acts_the_prompt_is_the_clients_own(smol):
     assert sent.messages == messages
 
 
+def test_several_choices_pass_through_until_arc_acts_then_get_a_clear_400(smol):
+    session = SessionManager(smol, 4096, {}).create({"context_window": 2048, "max_tokens": 256})
+    engine = FakeEngine(0)
+    asyncio.run(complete({"messages": conversation(2), "n": 2}, session, engine, None, request_class))
+    assert engine.requests[0].n == 2
+    with pytest.raises(SessionError, match="n: this session has been compacted") as refused:
+        asyncio.run(complete({"messages": conversation(16), "n": 2}, session, FakeEngine(0), None,
+                             request_class))
+    assert refused.value.status == 400 and len(session.store) == 16  # nothing lost
+
+
 def test_arc_tool_calls_are_offered_and_served_inside(smol):
     """With tools in the request, ARC's tools are offered beside them once ARC has acted (its
     note then follows F), and a call to one of them is served here: the next view holds the
@@ -140,7 +151,7 @@ def test_only_context_length_errors_trigger_compaction():
 def test_bad_bodies_are_refused_before_anything_is_stored(smol):
     session = SessionManager(smol, 4096, {}).create()
     for body, field in [({"messages": "x"}, "messages"), ({"messages": [{"content": "x"}]}, "messages\\[0\\]"),
-                        ({"messages": [{"role": "user", "content": "x"}], "n": 3}, "n:"),
+                        ({"messages": [{"role": "user", "content": "x"}], "n": 0}, "n:"),
                         ({"messages": [{"role": "user", "content": [{"type": "image_url"}]}]}, "text content"),
                         ({"messages": [{"role": "user", "content": "x"}], "max_tokens": "many"}, "max_tokens")]:
         with pytest.raises(SessionError, match=field):

@@ -45,8 +45,9 @@ def check_body(body: dict) -> None:
             raise SessionError(f"messages[{index}]: must be an object with a role")
     if body.get("tools") is not None and not isinstance(body["tools"], list):
         raise SessionError("tools: must be a list of tool objects")
-    if body.get("n") not in (None, 1):
-        raise SessionError("n: ARC sessions generate one choice per request (n=1)")
+    n = body.get("n")
+    if n is not None and (not isinstance(n, int) or isinstance(n, bool) or n < 1):
+        raise SessionError("n: must be a positive integer")
     xargs = body.get("vllm_xargs")
     if xargs is not None and not isinstance(xargs, dict):
         raise SessionError("vllm_xargs: must be an object")
@@ -134,6 +135,11 @@ class Step:
             if context.has_acted and not self.arc_tools and self.body.get("tools"):
                 self.offer_arc_tools()  # this view compacted: from now on ARC's tools too
                 view = context.render()
+            if (self.body.get("n") or 1) > 1 and context.has_acted:
+                # Several choices would each need their own commands served and views: once
+                # ARC has acted, a session generates one choice per request.
+                raise SessionError("n: this session has been compacted; ARC then generates one "
+                                   "choice per request (n=1). Before ARC acts, n passes through")
             elapsed = (time.perf_counter() - rendering) * 1000
             loop.render_ms += elapsed
             loop.own_ms += elapsed
@@ -237,7 +243,7 @@ async def complete(body: dict, session, serving, raw_request, request_class, kv_
             while True:
                 result = await step.call()
                 step.count_usage(result.usage)
-                if not step.serve(result.choices[0].message):
+                if len(result.choices) != 1 or not step.serve(result.choices[0].message):
                     break
         finally:
             arc = step.end()

@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 
 from arc_vllm.serving.chat import Step, check_body
+from arc_vllm.serving.sessions import SessionError
 from arc_vllm.serving.stream_filter import HeldBack
 
 
@@ -26,6 +27,9 @@ async def open_stream(body: dict, session, serving, raw_request, request_class, 
     """Start a streamed step; returns the event iterator. Raises ``SessionError`` or
     ``EngineError`` when the request fails before its first event."""
     check_body(body)
+    if (body.get("n") or 1) > 1:
+        raise SessionError("n: a streamed ARC answer has one choice (n=1); ask without stream "
+                           "for several, or name no session")
     await session.lock.acquire()
     step = Step(body, session, serving, raw_request, request_class, kv_warmup)
     try:

@@ -271,6 +271,8 @@ def implicit_allowed(app, body) -> bool:
         return False
     try:
         check_body(body)
+        if (body.get("n") or 1) > 1:  # several choices: plain vLLM's, as without --arc
+            return False
         for index, message in enumerate(body["messages"]):
             content_text(message, f"messages[{index}]")
     except ValueError:
