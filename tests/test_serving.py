@@ -507,3 +507,81 @@ def test_under_a_session_cap_memory_holds_the_cap_and_nothing_durable_is_lost(tm
             assert len(gone) >= 40 and len(listed) <= 20
     finally:
         server.stop()
+
+
+def drive(send, turns: int, tag: str) -> list[dict]:
+    """A tool-using conversation past the tiny server's 4k window, sent whole every turn with
+    no session named; the replies' arc objects (None where the client drops them)."""
+    messages, arcs = [{"role": "user", "content": f"Audit the logs ({tag})."}], []
+    for index in range(turns):
+        turn, _ = tool_turn(index, f"{tag} log {index}: status {index * 37 % 91}\n" * 60)
+        messages += turn
+        content, arc = send(messages)
+        arcs.append(arc)
+        messages.append({"role": "assistant", "content": content or "ok"})
+    return arcs
+
+
+def test_clients_that_name_no_session_stay_within_the_window_past_many_compactions(tiny):
+    """The unmodified OpenAI client and litellm, sending only messages: ARC keeps each
+    conversation in a session of its own, within budget, and every observation comes back
+    exactly through the session the responses name."""
+    import litellm
+
+    client, model = client_for(tiny)
+
+    def by_openai(messages):
+        reply = client.chat.completions.create(model=model, max_tokens=4, messages=messages)
+        return reply.choices[0].message.content, reply.model_extra["arc"]
+
+    def by_litellm(messages):
+        reply = litellm.completion(model=f"openai/{model}", api_base=tiny.base + "/v1", api_key="none",
+                                   max_tokens=4, messages=messages)
+        return reply.choices[0].message.content, None
+
+    arcs = drive(by_openai, 12, "openai")
+    assert len({arc["session"] for arc in arcs}) == 1
+    assert all(arc["view_tokens"] <= arc["budget_tokens"] for arc in arcs)
+    assert sum(arc["compactions"] for arc in arcs) >= 2
+    sid = arcs[0]["session"]
+    for index in range(12):
+        body = f"openai log {index}: status {index * 37 % 91}\n" * 60
+        _, signature = tool_turn(index, body)
+        status, stored = call(tiny.base, "GET", f"/v1/arc/sessions/{sid}/observations/{visible_id(signature, body)}")
+        assert status == 200 and stored.decode() == body
+    drive(by_litellm, 12, "litellm")
+    sessions = call(tiny.base, "GET", "/v1/arc/sessions")[1]["sessions"]
+    [mine] = [row for row in sessions if row["implicit"] and row["requests"] == 12 and row["id"] != sid
+              and row["observations"] == 12]
+    assert mine["compactions"] >= 2
+
+
+def test_interleaved_conversations_and_callers_never_mix(tiny):
+    """Two conversations and two callers with byte-identical messages, their requests
+    interleaved at random (hypothesis): each (caller, conversation) keeps one session of its
+    own, holding only its own observations."""
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    _, model = client_for(tiny)
+    clients = {key: OpenAI(base_url=tiny.base + "/v1", api_key=key, max_retries=0) for key in ("k1", "k2")}
+
+    @settings(max_examples=3, deadline=None)
+    @given(st.permutations([(key, tag) for key in clients for tag in ("a", "b") for _ in range(3)]),
+           st.integers(0, 10 ** 9))
+    def run(order, nonce):
+        conversations = {(key, tag): [{"role": "user", "content": f"Task {tag} ({nonce})."}]
+                         for key in clients for tag in ("a", "b")}
+        seen = {}
+        for key, tag in order:
+            messages = conversations[(key, tag)]
+            step = sum(1 for message in messages if message["role"] == "tool")
+            messages += tool_turn(step, f"{tag} step {step}\n" * 30)[0]
+            arc = clients[key].chat.completions.create(model=model, max_tokens=2, messages=messages) \
+                .model_extra["arc"]
+            assert seen.setdefault((key, tag), arc["session"]) == arc["session"]
+            assert arc["observations"] == step + 1
+            messages.append({"role": "assistant", "content": "ok"})
+        assert len(set(seen.values())) == 4  # never shared across callers or conversations
+
+    run()
