@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 
-from arc_vllm.serving.chat import Step, check_body
+from arc_vllm.serving.chat import EngineError, Step, check_body
 from arc_vllm.serving.sessions import SessionError
 from arc_vllm.serving.stream_filter import HeldBack
 
@@ -133,8 +133,6 @@ async def relay(step: Step, events, include_usage: bool):
             yield "data: [DONE]\n\n"
             return
     except Exception as error:  # after the first event the status is sent: report in the stream
-        from arc_vllm.serving.chat import EngineError
-
         body = error.body if isinstance(error, EngineError) else {
             "error": {"message": f"ARC stream failed: {error}", "type": "internal_error", "code": 500}}
         yield sse(body)

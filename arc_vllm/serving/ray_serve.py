@@ -38,15 +38,16 @@ def session_of(path: str, headers, body: bytes) -> str | None:
     parts = path.strip("/").split("/")
     if parts[:3] == ["v1", "arc", "sessions"] and len(parts) > 3:
         return parts[3]
+    from arc_vllm.serving.routes import session_named  # the server's own rule, one owner
+
     header = headers.get("x-arc-session")
     try:
         data = json.loads(body) if body else None
     except ValueError:
         data = None
-    if isinstance(data, dict) and isinstance(data.get("vllm_xargs"), dict):
-        sid = data["vllm_xargs"].get("arc_session")
-        if isinstance(sid, str):
-            return sid
+    sid = session_named(header, data)
+    if isinstance(sid, str):
+        return sid
     if header is None and isinstance(data, dict) and isinstance(data.get("messages"), list) \
             and data["messages"] and isinstance(data["messages"][0], dict):
         from arc_vllm.core.transcript import fingerprint

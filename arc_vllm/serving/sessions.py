@@ -154,15 +154,10 @@ class Session:
                 "last_used": round(self.last_used, 3)}
 
     def describe(self) -> dict:
-        return {"id": self.id, "observations": len(self.store),
-                "occurrences": len(self.store.occurrences),
+        return {**self.summary(), "occurrences": len(self.store.occurrences),
                 "payload_bytes": self.store.num_payload_bytes,
-                "turns": len(self.context.turns) if self.context else 0,
-                "compactions": self.context.num_compactions if self.context else 0,
                 "recalls": self.context.recall.num_recalls if self.context else 0,
-                "requests": self.num_requests, "durable": self.folder is not None,
-                "implicit": self.caller is not None,
-                "budgets": self.config.to_dict(),
+                "durable": self.folder is not None, "budgets": self.config.to_dict(),
                 "budget_tokens": self.config.input_budget_tokens}
 
     def close(self) -> None:
