@@ -12,8 +12,9 @@ def test_default_config_is_within_its_window():
 
 
 def test_a_minimum_over_l_names_the_components():
+    # The parts in their smallest form (about 700 tokens) cannot fit in L = 512.
     with pytest.raises(ValueError) as error:
-        ArcConfig(context_window=4096, max_tokens=1024)
+        ArcConfig(context_window=1024, max_tokens=512)
     message = str(error.value)
     assert "need at least" in message and "over L" in message
     for component in ("eta", "newest turn", "catalog page", "recall chunk", "summary"):

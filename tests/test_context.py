@@ -148,6 +148,44 @@ def test_a_task_prefix_is_refused_only_when_the_other_parts_cannot_fit(smol):
     assert "task prefix F" in message and f"at most {limit}" in message
 
 
+@pytest.mark.parametrize("noted", [False, True])
+def test_a_prefix_near_the_limit_is_served_with_small_chunks_and_pages(smol, noted):
+    """Refuse only what cannot fit: a task prefix within a few tokens of the stated maximum
+    runs past many compactions, its recall chunks and catalog pages shrunk to the room left
+    (at least 128 tokens, at least one stub), every view within L and every observation
+    back exactly; one token more is refused with that maximum."""
+    from arc_vllm.core.budget import PrefixTooLarge
+    from arc_vllm.core.formats import ARC_NOTE
+
+    config = ArcConfig.for_window(4096, 512)
+    note = ARC_NOTE if noted else ""
+    empty = ArcContext(config, smol, task="", note=note)
+    limit = config.input_budget_tokens - config.minimum_tokens - empty.budgets.note_tokens
+    words = limit - empty.prefix_tokens - 8
+    while smol.count_messages(
+            empty.prefix[:1] + [{"role": "user", "content": "word " * (words + 1)}]) <= limit:
+        words += 1
+    context = ArcContext(config, smol, task="word " * words, note=note)
+    assert context.prefix_tokens == limit
+    budgets = context.budgets
+    assert budgets.recall_chunk == 128 and budgets.stubs_per_page == 1
+    assert context.recall.chunk_tokens == 128 and context.catalog.per_page == 1
+    observations = []
+    for step in range(25):
+        text = make_text(step, 1_500 + 97 * step)
+        context.observe(f"cat f{step}", text, thought="look")
+        observations.append(text)
+        assert context.render().tokens <= config.input_budget_tokens
+    assert context.num_compactions > 3 and len(context.catalog) > 3
+    check_recall_and_history(context, observations)
+    [result] = context.act("_catalog page 2")
+    assert result.ok and context.catalog.current == 2
+    assert context.render().tokens <= config.input_budget_tokens
+    with pytest.raises(PrefixTooLarge) as refused:
+        ArcContext(config, smol, task="word " * (words + 1), note=note)
+    assert f"F may be at most {limit} tokens" in str(refused.value)
+
+
 def test_cited_stubs_never_change_text(smol):
     context = ArcContext(ArcConfig.for_window(4096, 512), smol, task="t")
     shown = {}
@@ -248,24 +286,30 @@ def test_a_compaction_that_only_appends_keeps_the_summary_text_as_a_prefix(smol)
             assert after.startswith(before)
 
 
-@settings(max_examples=15)
+@settings(max_examples=20)
 @given(history=st.lists(st.tuples(st.integers(0, 8), lengths, st.integers(0, 2**20)), max_size=40),
-       task_words=st.integers(0, 1_900), window=st.sampled_from([(4096, 512), (8192, 1024)]))
+       task_words=st.one_of(st.integers(0, 1_900), st.integers(2_500, 3_400)),
+       window=st.sampled_from([(4096, 512), (8192, 1024)]), noted=st.booleans())
 def test_a_history_that_fits_is_never_cited_and_any_prefix_up_to_the_limit_works(
-        smol, history, task_words, window):
+        smol, history, task_words, window, noted):
     """Caps, not reservations: while the whole conversation fits in L the view is the whole
     conversation (nothing cited, no compaction); a task prefix of any size that leaves the
-    other parts their minimum works, and every view stays within L."""
+    other parts their smallest form works (near the limit with smaller recall chunks and
+    catalog pages, and with the server's note leading S), every view stays within L and
+    every observation comes back exactly; a larger one is refused naming that limit."""
     from arc_vllm.core.budget import PrefixTooLarge
-    from arc_vllm.core.formats import observation_block, react_action
+    from arc_vllm.core.formats import ARC_NOTE, observation_block, react_action
 
     config = ArcConfig.for_window(*window)
+    note = ARC_NOTE if noted else ""
     try:
-        context = ArcContext(config, smol, task="word " * task_words)
-    except PrefixTooLarge:
-        assert smol.count_messages(ArcContext(config, smol, task="").prefix[:1] + [
-            {"role": "user", "content": "word " * task_words}]) > (
-            config.input_budget_tokens - config.minimum_tokens)
+        context = ArcContext(config, smol, task="word " * task_words, note=note)
+    except PrefixTooLarge as refused:
+        empty = ArcContext(config, smol, task="", note=note)
+        prefix = smol.count_messages(empty.prefix[:1] + [
+            {"role": "user", "content": "word " * task_words}])
+        limit = config.input_budget_tokens - config.minimum_tokens - empty.budgets.note_tokens
+        assert prefix > limit and f"F may be at most {limit} tokens" in str(refused)
         return
     budget = config.input_budget_tokens
     full = list(context.prefix)

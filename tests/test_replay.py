@@ -121,14 +121,25 @@ def test_real_format_logs_replay_within_budget_and_recover_exactly(tmp_path):
     assert summary["over_budget_calls"] == 0 and summary["history_rebuilds_exactly"]
     assert summary["exactly_recoverable"] == summary["observations"] > 100
     assert summary["full_context_over_budget_calls"] > 0
-    # At 4k only the trajectories whose task prefix truly cannot fit are skipped, with why.
+    # At 4k every trajectory runs: the 2,030- and 2,039-token OpenHands prefixes get smaller
+    # recall chunks and catalog pages instead of a refusal.
     done = run_cli(LOGS, "--context-window", 4096, "--max-tokens", 512, "--out", tmp_path / "4k")
     assert done.returncode == 0, done.stderr
     summary = json.loads((tmp_path / "4k" / "summary.json").read_text())
+    assert summary["trajectories"] == 9 and summary["skipped_trajectories"] == []
+    assert summary["over_budget_calls"] == 0
+    assert summary["exactly_recoverable"] == summary["observations"] > 100
+    # At 3k (L = 2,560) only the trajectories whose task prefix truly cannot fit are
+    # skipped, with why; the others go on.
+    done = run_cli(LOGS, "--context-window", 3072, "--max-tokens", 512, "--out", tmp_path / "3k")
+    assert done.returncode == 0, done.stderr
+    summary = json.loads((tmp_path / "3k" / "summary.json").read_text())
     skipped = summary["skipped_trajectories"]
-    assert summary["trajectories"] + len(skipped) == 9 and summary["over_budget_calls"] == 0
+    assert skipped and summary["trajectories"] + len(skipped) == 9
+    assert summary["over_budget_calls"] == 0
     for entry in skipped:
-        assert "task prefix F" in entry["reason"] and "L = 3584" in entry["reason"]
+        assert "task prefix F" in entry["reason"] and "L = 2560" in entry["reason"]
+        assert "F may be at most 1871 tokens" in entry["reason"]
         assert f"{entry['id']}: skipped: the task prefix F" in done.stderr
 
 

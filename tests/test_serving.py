@@ -474,6 +474,49 @@ def test_a_long_task_prefix_is_accepted_and_one_too_long_is_refused_clearly(tiny
     assert call(tiny.base, "GET", f"/v1/arc/sessions/{other['id']}")[1]["observations"] == 0
 
 
+def test_a_prefix_at_the_stated_maximum_is_served_past_compactions(tiny):
+    """Refuse only what cannot fit: a function-calling client whose task prefix is within a
+    few tokens of the maximum the refusal states is served past several compactions (its
+    recall chunks and catalog pages shrunk to the room left; ARC's tools are not offered
+    where they would not fit, the note's text commands still are), every view within L
+    and every observation back exactly."""
+    import re
+
+    client, model = client_for(tiny)
+    _, probe = call(tiny.base, "POST", "/v1/arc/sessions")
+    status, refused = call(tiny.base, "POST", "/v1/chat/completions", {
+        "model": model, "messages": [{"role": "user", "content": "word " * 4000}],
+        "max_tokens": 4, "tools": TOOLS, "vllm_xargs": {"arc_session": probe["id"]}})
+    assert status == 400
+    limit = int(re.search(r"F may be at most (\d+) tokens", refused["error"]["message"])[1])
+
+    def request(words, turns, session):
+        messages = [{"role": "system", "content": "word " * words},
+                    {"role": "user", "content": "Read every log."}] + turns
+        return client.chat.completions.create(
+            model=model, messages=messages, max_tokens=4, tools=TOOLS,
+            extra_body={"vllm_xargs": {"arc_session": session}})
+
+    size = request(1000, [], probe["id"]).model_extra["arc"]["prefix_tokens"]
+    words = 1000 + limit - size - 4
+    _, session = call(tiny.base, "POST", "/v1/arc/sessions")
+    turns, bodies, compactions = [], {}, 0
+    for index in range(8):
+        body = "".join(f"log {index} line {n}: ok\n" for n in range(30 + 25 * index))
+        turn, signature = tool_turn(index, body)
+        turns += turn
+        bodies[visible_id(signature, body)] = body
+        arc = request(words, turns, session["id"]).model_extra["arc"]
+        assert limit - 8 <= arc["prefix_tokens"] <= limit
+        assert arc["view_tokens"] <= arc["budget_tokens"]
+        compactions += arc["compactions"]
+        turns.append({"role": "assistant", "content": "ok"})
+    assert compactions >= 2
+    for id, body in bodies.items():
+        status, raw = call(tiny.base, "GET", f"/v1/arc/sessions/{session['id']}/observations/{id}")
+        assert status == 200 and raw.decode() == body
+
+
 @pytest.mark.parametrize("durable", [True, False])
 def test_under_a_session_cap_memory_holds_the_cap_and_nothing_durable_is_lost(tmp_path, durable):
     """--arc-max-sessions 20 and 60 sessions with an observation each: at most 20 stay in

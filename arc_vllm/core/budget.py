@@ -5,12 +5,18 @@
     S  <= summary  = min(M, what is left beyond R)                            (>= its header)
     H  <= recent   = free - P - recall - summary                              (>= R when F allows)
 
-A prefix is refused only when ``free`` cannot hold ``ArcConfig.minimum_tokens`` minus eta:
-the newest turn in its smallest form, one catalog page, one recall chunk and the summary's
-header. These are caps, not reservations: the view is compacted only when the whole of it
-would exceed L, so a part that uses less leaves the room to the recent turns. ``recent`` is
-what compaction keeps H under (with a quarter left free) and the size above which one
-turn is shown cited rather than verbatim once a compaction was needed.
+These are caps, not reservations: the view is compacted only when the whole of it would
+exceed L, so a part that uses less leaves the room to the recent turns. ``recent`` is what
+compaction keeps H under (with a quarter left free) and the size above which one turn is
+shown cited rather than verbatim once a compaction was needed. A context that shows a note
+(the server's, leading S once ARC has acted) counts it as part of S's minimum.
+
+A large F shrinks the parts to the room that is left before anything is refused, in this
+order: the recall chunk q (down to ``MINIMUM_RECALL_CHUNK_TOKENS``), the catalog page P
+(down to one stub and its header), then eta (down to ``MINIMUM_OVERHEAD_TOKENS``). The
+context then chunks recalls and pages its catalog at the sizes chosen here
+(``recall_chunk``, ``stubs_per_page``). A prefix is refused only when F plus the parts in
+their smallest form (``ArcConfig.minimum_tokens`` and the note) exceed L.
 
 Run ``python -m arc_vllm.core.budget F`` to print the caps at a 4,096-token window for a
 prefix of F tokens.
@@ -20,7 +26,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from arc_vllm.core.config import RECALL_FRAMING_TOKENS, SUMMARY_MINIMUM_TOKENS, ArcConfig
+from arc_vllm.core.config import (CATALOG_HEADER_TOKENS, RECALL_FRAMING_TOKENS,
+                                  SUMMARY_MINIMUM_TOKENS, ArcConfig)
 
 
 class PrefixTooLarge(ValueError):
@@ -29,36 +36,62 @@ class PrefixTooLarge(ValueError):
 
 @dataclass(frozen=True)
 class Budgets:
-    prefix: int    # F, in tokens (B)
-    summary: int   # cap on S
-    recent: int    # cap on H after a compaction
-    catalog: int   # cap on G (P)
-    recall: int    # cap on U
-    total: int     # L
+    prefix: int          # F, in tokens (B)
+    summary: int         # cap on S (without the note)
+    recent: int          # cap on H after a compaction
+    catalog: int         # cap on G (P)
+    recall: int          # cap on U
+    total: int           # L
+    recall_chunk: int    # q for this context: the tokens of one recall chunk
+    stubs_per_page: int  # p for this context: the stubs on one catalog page
+    overhead: int        # eta for this context
+    note_tokens: int     # the note leading S once ARC has acted (0 without one)
 
     @classmethod
-    def for_prefix(cls, config: ArcConfig, prefix_tokens: int) -> "Budgets":
+    def for_prefix(cls, config: ArcConfig, prefix_tokens: int, note_tokens: int = 0) -> "Budgets":
         total = config.input_budget_tokens
-        free = total - prefix_tokens - config.overhead_tokens
-        minimum = config.minimum_tokens - config.overhead_tokens
-        if free < minimum:
-            raise PrefixTooLarge(
-                f"the task prefix F (system prompt + task + tools) is {prefix_tokens} tokens; "
-                f"with L = {total} (context window {config.context_window} - max_tokens "
-                f"{config.max_tokens}) the other parts need at least {config.minimum_tokens} "
-                f"(eta {config.overhead_tokens}, the newest turn {config.minimum_recent_tokens}, "
-                f"one catalog page {config.catalog_budget_tokens}, one recall chunk "
-                f"{config.recall_chunk_tokens + RECALL_FRAMING_TOKENS}, the summary header "
-                f"{SUMMARY_MINIMUM_TOKENS}), so F may be at most {total - config.minimum_tokens} "
-                "tokens; shorten the system prompt or task, or serve a longer context window")
-        catalog = config.catalog_budget_tokens
-        recall = min(config.recall_budget_tokens,
-                     free - config.minimum_recent_tokens - catalog - SUMMARY_MINIMUM_TOKENS)
-        left = free - catalog - recall
+        room = total - prefix_tokens
+        fixed = config.minimum_recent_tokens + SUMMARY_MINIMUM_TOKENS + note_tokens
+        overhead, catalog = config.overhead_tokens, config.catalog_budget_tokens
+        chunk = config.recall_chunk_tokens
+        # What the full-size parts lack; each gives way down to its smallest useful size.
+        short = fixed + overhead + catalog + chunk + RECALL_FRAMING_TOKENS - room
+        chunk, short = give_way(chunk, config.minimum_recall_chunk_tokens, short)
+        catalog, short = give_way(catalog, config.minimum_catalog_tokens, short)
+        overhead, short = give_way(overhead, config.minimum_overhead_tokens, short)
+        if short > 0:
+            raise PrefixTooLarge(refusal(config, prefix_tokens, note_tokens))
+        free = room - overhead
+        recall = min(config.recall_budget_tokens, free - fixed - catalog)
+        left = free - catalog - recall - note_tokens
         # S gives way to H first: H holds the turns the agent is working with.
         summary = max(SUMMARY_MINIMUM_TOKENS,
                       min(config.summary_budget_tokens, left - config.recent_budget_tokens))
-        return cls(prefix_tokens, summary, left - summary, catalog, recall, total)
+        per_page = max(1, (catalog - CATALOG_HEADER_TOKENS) // (config.stub_max_tokens + 1))
+        return cls(prefix_tokens, summary, left - summary, catalog, recall, total, chunk,
+                   min(per_page, config.stubs_per_page), overhead, note_tokens)
+
+
+def give_way(size: int, smallest: int, short: int) -> tuple[int, int]:
+    """``size`` cut by what is ``short``, never below ``smallest``; and what is still short."""
+    cut = max(0, min(short, size - smallest))
+    return size - cut, short - cut
+
+
+def refusal(config: ArcConfig, prefix_tokens: int, note_tokens: int) -> str:
+    """The exact reason a prefix cannot be served: every smallest part, and F's maximum."""
+    total = config.input_budget_tokens
+    minimum = config.minimum_tokens + note_tokens
+    note = f", ARC's note {note_tokens}" if note_tokens else ""
+    return (f"the task prefix F (system prompt + task + tools) is {prefix_tokens} tokens; "
+            f"with L = {total} (context window {config.context_window} - max_tokens "
+            f"{config.max_tokens}) the other parts need at least {minimum} in their smallest "
+            f"form (eta {config.minimum_overhead_tokens}, the newest turn "
+            f"{config.minimum_recent_tokens}, a catalog page of one stub "
+            f"{config.minimum_catalog_tokens}, one recall chunk "
+            f"{config.minimum_recall_chunk_tokens + RECALL_FRAMING_TOKENS}, the summary header "
+            f"{SUMMARY_MINIMUM_TOKENS}{note}), so F may be at most {total - minimum} tokens; "
+            "shorten the system prompt or task, or serve a longer context window")
 
 
 if __name__ == "__main__":

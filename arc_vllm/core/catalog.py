@@ -7,8 +7,9 @@ full has its stub here, and the catalog changes only at a compaction: between co
 the page in the view is byte-identical, which keeps the engine's prefix cache warm.
 
 Stub j (order of entry, 1-based) is on page ceil(j/p) and on no other page; a page holds at
-most p = ``ArcConfig.stubs_per_page`` stubs of at most ``stub_max_tokens`` each plus a header,
-so it costs at most P tokens. From page 1, ``_catalog next`` reaches stub j within ceil(j/p)
+most p stubs (``ArcConfig.stubs_per_page``; fewer when a large task prefix shrinks P, see
+``core/budget.py``) of at most ``stub_max_tokens`` each plus a header, so it costs at most P
+tokens. From page 1, ``_catalog next`` reaches stub j within ceil(j/p)
 pages. Pages only ever gain stubs at the end, so a full page's text never changes.
 
 Run ``python -m arc_vllm.core.catalog`` to print the pages of a small example.
@@ -29,6 +30,11 @@ class Catalog:
         self.current = 1
         self.entries: list[str] = []
         self._position: dict[str, int] = {}
+
+    def set_per_page(self, per_page: int) -> None:
+        """Page at ``per_page`` stubs from now on (a large F shows fewer at a time)."""
+        self.per_page = per_page
+        self.current = min(self.current, self.num_pages)
 
     def add(self, id: str) -> None:
         """Append ``id``'s stub (once; later adds of the same id change nothing)."""

@@ -16,8 +16,9 @@ serving model, chat template included):
 B is what F actually is; M, R, P and Q are caps, not reservations (``core/budget.py`` turns
 them into the caps of one context once F is known, and what a part leaves unused goes to H).
 The config only checks that the parts after F can work at all within L =
-context_window - max_tokens: ``minimum_tokens`` (eta + the newest turn in its smallest
-form + one catalog page + one recall chunk + a little summary) must fit in L.
+context_window - max_tokens: ``minimum_tokens`` (the parts in their smallest form: a little
+eta, the newest turn, a catalog page of one stub, a recall chunk of up to 128 tokens, the
+summary's header) must fit in L.
 
 Run ``python -m arc_vllm.core.config`` to print a default config and its K and L.
 """
@@ -33,6 +34,12 @@ CATALOG_HEADER_TOKENS = 48
 RECALL_FRAMING_TOKENS = 32
 # The summary's header and its "steps a-b are not listed" line, when everything is elided.
 SUMMARY_MINIMUM_TOKENS = 64
+# The smallest recall chunk a large task prefix shrinks q to: still a useful read (about
+# 500 characters of code or logs), and the number of chunks stays in the hundreds at most.
+MINIMUM_RECALL_CHUNK_TOKENS = 128
+# The smallest eta: every piece is counted with its own template framing, so eta only covers
+# the generation prompt and merged messages; the whole view is checked in real tokens.
+MINIMUM_OVERHEAD_TOKENS = 32
 
 
 @dataclass(frozen=True)
@@ -92,9 +99,9 @@ class ArcConfig:
         if self.minimum_tokens > self.input_budget_tokens:
             raise ValueError(
                 f"invalid ArcConfig: the parts after the task prefix need at least "
-                f"{self.minimum_tokens} tokens (eta {self.overhead_tokens} + newest turn "
-                f"{self.minimum_recent_tokens} + catalog page {self.catalog_budget_tokens} + "
-                f"recall chunk {self.recall_chunk_tokens + RECALL_FRAMING_TOKENS} + summary "
+                f"{self.minimum_tokens} tokens (eta {self.minimum_overhead_tokens} + newest turn "
+                f"{self.minimum_recent_tokens} + catalog page {self.minimum_catalog_tokens} + "
+                f"recall chunk {self.minimum_recall_chunk_tokens + RECALL_FRAMING_TOKENS} + summary "
                 f"{SUMMARY_MINIMUM_TOKENS}), over L = context_window - max_tokens = "
                 f"{self.input_budget_tokens}; lower them or max_tokens")
         if self.recall_max_chars > self.recall_budget_chars:
@@ -113,11 +120,26 @@ class ArcConfig:
         return max(256, self.stub_max_tokens + 64)
 
     @property
+    def minimum_recall_chunk_tokens(self) -> int:
+        return min(self.recall_chunk_tokens, MINIMUM_RECALL_CHUNK_TOKENS)
+
+    @property
+    def minimum_catalog_tokens(self) -> int:
+        """A catalog page of one stub and its header."""
+        return min(self.catalog_budget_tokens, self.stub_max_tokens + CATALOG_HEADER_TOKENS + 1)
+
+    @property
+    def minimum_overhead_tokens(self) -> int:
+        return min(self.overhead_tokens, MINIMUM_OVERHEAD_TOKENS)
+
+    @property
     def minimum_tokens(self) -> int:
-        """What the parts after F need at least: eta, the newest turn in its smallest form,
-        one catalog page, one recall chunk with its framing, and the summary's header."""
-        return (self.overhead_tokens + self.minimum_recent_tokens + self.catalog_budget_tokens
-                + self.recall_chunk_tokens + RECALL_FRAMING_TOKENS + SUMMARY_MINIMUM_TOKENS)
+        """What the parts after F need at least, each in its smallest form: eta, the newest
+        turn, a catalog page of one stub, one recall chunk with its framing, and the summary's
+        header (``core/budget.py`` shrinks the parts to this only when F leaves no more)."""
+        return (self.minimum_overhead_tokens + self.minimum_recent_tokens
+                + self.minimum_catalog_tokens + self.minimum_recall_chunk_tokens
+                + RECALL_FRAMING_TOKENS + SUMMARY_MINIMUM_TOKENS)
 
     @property
     def stubs_per_page(self) -> int:

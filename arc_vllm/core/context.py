@@ -21,7 +21,7 @@ Run ``python -m arc_vllm.core.context`` for a demonstration.
 
 from __future__ import annotations
 
-from arc_vllm.core.budget import Budgets
+from arc_vllm.core.budget import Budgets, PrefixTooLarge
 from arc_vllm.core.catalog import Catalog
 from arc_vllm.core.citation import CitationBook
 from arc_vllm.core.commands import (CatalogNext, CatalogPage, CommandResult, InvalidCommand,
@@ -83,8 +83,22 @@ class ArcContext:
         if self.budgets is not None and tools == self.tools:
             return
         prefix_tokens = self.counter.count_messages(self.prefix, tools)
-        self.budgets = Budgets.for_prefix(self.config, prefix_tokens)
+        # The note leads S once ARC has acted ("note\n\nsummary"): part of S's minimum.
+        note_tokens = self.sizer.text(self.note + "\n\n") if self.note else 0
+        self.budgets = Budgets.for_prefix(self.config, prefix_tokens, note_tokens)
         self.tools = tools
+        # A large F gets smaller recall chunks and catalog pages (``core/budget.py``).
+        self.recall.set_chunk_tokens(self.budgets.recall_chunk)
+        self.catalog.set_per_page(self.budgets.stubs_per_page)
+
+    def fits(self, tools: list[dict] | None) -> bool:
+        """Whether F with these tools would still leave the other parts their minimum."""
+        try:
+            Budgets.for_prefix(self.config, self.counter.count_messages(self.prefix, tools),
+                               self.budgets.note_tokens)
+        except PrefixTooLarge:
+            return False
+        return True
 
     @property
     def prefix_tokens(self) -> int:

@@ -98,6 +98,16 @@ class RecallController:
         self._recalls_this_step = 0
         self.num_recalls = 0
         self.num_refused = 0
+        self.chunk_tokens = config.recall_chunk_tokens  # q; a large F makes it smaller
+
+    def set_chunk_tokens(self, tokens: int) -> None:
+        """Chunk at ``tokens`` from now on. Chunk numbers are only meaningful for one size,
+        so a change (the tools in F changed) drops the chunking and what was materialised:
+        those bodies fall back to their stubs and are recalled again in the new chunks."""
+        if tokens != self.chunk_tokens:
+            self.chunk_tokens = tokens
+            self._chunks.clear()
+            self.materialized.clear()
 
     def chunks(self, id: str) -> list[str]:
         """The exact chunks of a stored body (computed once per id)."""
@@ -105,7 +115,7 @@ class RecallController:
         bounds = self._chunks.get(id)
         if bounds is None:
             bounds = chunk_bounds(record.content, self.counter.token_starts(record.content),
-                                  self.config.recall_chunk_tokens, self.config.recall_max_chars)
+                                  self.chunk_tokens, self.config.recall_max_chars)
             self._chunks[id] = bounds
         return [record.content[start:end] for start, end in bounds]
 
@@ -189,6 +199,6 @@ if __name__ == "__main__":
     print(controller.execute(Recall(record.id), step=2).text)
     print(controller.execute(Recall(record.id[:6] + "zz"), step=2).text)
     n = counter.count(body)
-    print(f"{n} tokens, q={config.recall_chunk_tokens}: {controller.num_chunks(record.id)} chunks "
-          f"(ceil = {math.ceil(n / config.recall_chunk_tokens)}), exact: "
+    print(f"{n} tokens, q={controller.chunk_tokens}: {controller.num_chunks(record.id)} chunks "
+          f"(ceil = {math.ceil(n / controller.chunk_tokens)}), exact: "
           f"{recall_all(controller, record.id) == body}")

@@ -104,7 +104,8 @@ class Step:
         self.started = time.perf_counter()
         # ARC's tools are offered once ARC has acted (stubs exist); until then the prompt is
         # the client's own, byte for byte.
-        self.arc_tools = session.context is not None and session.context.has_acted
+        self.arc_tools = (session.context is not None and session.context.has_acted
+                          and self.arc_tools_fit(session.context))
         try:
             tools = engine_tools(self.body, self.request_class, self.arc_tools)
             self.before_tokens = session.take_in(self.body["messages"], tools)
@@ -133,8 +134,8 @@ class Step:
             rendering = time.perf_counter()
             view = context.render()
             if context.has_acted and not self.arc_tools and self.body.get("tools"):
-                self.offer_arc_tools()  # this view compacted: from now on ARC's tools too
-                view = context.render()
+                if self.offer_arc_tools():  # this view compacted: from now on ARC's tools too
+                    view = context.render()
             if (self.body.get("n") or 1) > 1 and context.has_acted:
                 # Several choices would each need their own commands served and views: once
                 # ARC has acted, a session generates one choice per request.
@@ -168,10 +169,19 @@ class Step:
             raise EngineError({"error": dumped.get("error", dumped)},
                               getattr(getattr(result, "error", None), "code", 400) or 400)
 
-    def offer_arc_tools(self) -> None:
+    def arc_tools_fit(self, context) -> bool:
+        """Whether F with ARC's tools still leaves the other parts their minimum. Where it
+        does not (a task prefix near the limit), the model uses the text commands the note
+        describes, and the request is served all the same."""
+        return context.fits(engine_tools(self.body, self.request_class, True))
+
+    def offer_arc_tools(self) -> bool:
+        if not self.arc_tools_fit(self.context):
+            return False
         self.arc_tools = True
         self.context.set_tools(engine_tools(self.body, self.request_class, True))
         self.template["tools"] = list(self.body["tools"]) + ARC_TOOLS
+        return True
 
     def count_usage(self, usage) -> None:
         if usage is None:
