@@ -17,15 +17,19 @@ model continues in its own format. With ``stream: true`` the same loop runs in
 from __future__ import annotations
 
 import json
+import os
 import time
 from dataclasses import dataclass, field
 
 from arc_vllm.core.errors import is_context_length_error
 from arc_vllm.serving import metrics
+from arc_vllm.serving.processes import REPLICA
 from arc_vllm.serving.sessions import SessionError
 from arc_vllm.serving.tools import ARC_TOOLS, serve_commands, strip_arc_calls
 
 MAX_REACTIVE_RETRIES = 3
+# Set when this engine is a Ray replica's (``serving.ray_replica``): its name.
+REPLICA_NAME = os.environ.get(REPLICA)
 
 
 class EngineError(RuntimeError):
@@ -225,6 +229,8 @@ class Step:
             "kv_warmup_tokens": loop.warmup_tokens,
             "observations": len(context.store), "render_ms": round(loop.render_ms, 2),
             "arc_ms": round((time.perf_counter() - self.started) * 1000, 1)}
+        if REPLICA_NAME:  # an engine of a Ray replica: which one served this
+            arc["replica"] = REPLICA_NAME
         total_ms = (time.perf_counter() - self.started) * 1000
         own_ms = loop.own_ms + self.take_in_ms
         self.session.records.append({

@@ -15,17 +15,13 @@ arguments it is ARC through the plugin, without it plain vLLM.
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
 import urllib.request
 from pathlib import Path
 
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
+from arc_vllm.serving.processes import free_port
 
 
 class Server:

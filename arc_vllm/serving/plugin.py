@@ -23,6 +23,7 @@ options are parsed and ignored, no route is added, the engine is vLLM's own. Wit
     --arc-session-ttl S       a session idle S seconds leaves memory (default: a day for
                               implicit sessions, none for explicit ones)
     --arc-max-sessions N      at most N sessions in memory, least recently used out (default 1024)
+    --arc-ui                  the session inspector page at /v1/arc/ui (read-only; off by default)
     --arc-kv-reuse            after a compaction, reuse the last view's KV (serving/kv_connector.py)
     --arc-kv-reuse-recompute N  recompute the first N tokens of the reused run (default 0)
     --arc-kv-reuse-host-tokens N  past views' tokens kept in host memory (default 65536)
@@ -144,6 +145,10 @@ def add_arc_arguments(parser) -> None:
     group.add_argument("--arc-max-sessions", type=int, default=1024, metavar="N",
                        help="sessions held in memory; the least recently used beyond N leave "
                             "memory as after the TTL (default 1024)")
+    group.add_argument("--arc-ui", action="store_true", default=False,
+                       help="serve the session inspector at /v1/arc/ui (read-only: timeline, the "
+                            "view as the model saw it, stubs opened verbatim, catalog, search; "
+                            "under --api-key the page asks for the key)")
     group.add_argument("--arc-kv-reuse", action=EnableKVReuse,
                        help="implies --arc; after a compaction, reuse the KV the engine computed "
                             "for the session's last view (moved with relocate_kv) instead of "
@@ -169,8 +174,9 @@ def budgets_from(args) -> dict:
 def register() -> None:
     """The ``vllm.general_plugins`` entry point. vLLM may call it in several processes and
     more than once; the wrapper is installed once per process."""
-    if os.environ.get("ARC_VLLM_DIE_WITH_PARENT") == "1":  # an engine of a Ray replica
-        from arc_vllm.serving.ray_replica import die_with_parent
+    from arc_vllm.serving.processes import DIE_WITH_PARENT, die_with_parent
+
+    if os.environ.get(DIE_WITH_PARENT) == "1":  # an engine of a Ray replica
 
         die_with_parent()
     from vllm.engine.arg_utils import EngineArgs
@@ -207,6 +213,10 @@ class ArcEndpoint:
             from arc_vllm.serving.routes import attach
 
             attach(app)
+            if getattr(app.state.args, "arc_ui", False):
+                from arc_vllm.serving.inspector_routes import attach_ui
+
+                attach_ui(app)
 
     async def init_state(self, engine_client, state, args) -> None:
         if not getattr(args, "arc", False) or engine_client is None:

@@ -3,19 +3,23 @@
 
 Each replica (``serving.ray_replica``) runs ``arc-vllm serve`` with the same options over one
 shared ``--arc-store-dir`` (a temporary folder unless given) and ``--arc-shared-sessions``. The
-front is the same HTTP surface as ``arc-vllm serve``: every request goes to a replica through a
-Ray Serve handle; a request that names a session (``vllm_xargs.arc_session``, ``X-ARC-Session``
-or the ``/v1/arc/sessions/{sid}`` path) is routed by Ray's ``ConsistentHashRouter`` on that
-id, so a session's requests reach one replica and its prefix-cached KV (``--ray-routing
-round-robin`` spreads them instead, to measure what affinity keeps). When a replica dies, its
-in-flight request answers 503, the ring drops it, and its sessions continue on another replica
-from the shared store; Ray Serve starts a replacement.
+front is the same HTTP surface as ``arc-vllm serve``. A request that names a session
+(``vllm_xargs.arc_session``, ``X-ARC-Session`` or the ``/v1/arc/sessions/{sid}`` path), or a
+chat request in an implicit session (by its conversation), is assigned a replica by Ray's
+``ConsistentHashRouter`` on that key, once; the front remembers the choice and sends the
+session's requests straight to that replica's engine over HTTP, so a session's requests reach
+one replica and its prefix-cached KV without a Ray call each (``--ray-routing round-robin``
+asks Ray on every request and spreads them, to measure what affinity keeps). When a replica
+dies, its in-flight requests answer 503, its sessions are assigned again by Ray and continue
+on another replica from the shared store; Ray Serve starts a replacement.
 
 Without ``--ray-address`` the cluster is local and runs in a loopback-only network namespace
-(``arc_vllm.ray_cluster``); the front inside listens on a Unix socket, and this process relays
-``--host``:``--port`` (127.0.0.1 by default) to it. With ``--ray-address`` (a cluster you run)
-the front listens on ``--host``:``--port`` itself; ``--arc-store-dir`` must then be a folder
-every node reaches (a shared filesystem).
+(``arc_vllm.ray_cluster``); this process binds ``--host``:``--port`` (127.0.0.1 by default)
+and hands the listening socket to the front inside (a socket keeps the namespace it was made
+in), so a request reaches the front with no relay in between. With ``--ray-address`` (a
+cluster you run) the front listens on ``--host``:``--port`` itself, each replica's engine on
+its node's address, and ``--arc-store-dir`` must be a folder every node reaches (a shared
+filesystem).
 """
 
 from __future__ import annotations
@@ -59,10 +63,30 @@ def session_of(path: str, headers, body: bytes) -> str | None:
 
 
 def front_app(replicas, routing: str):
-    """The HTTP front (ASGI): every route of ``arc-vllm serve``, forwarded to a replica and
-    streamed back as the replica sends it (a streamed chat answer arrives event by event)."""
+    """The HTTP front (ASGI): every route of ``arc-vllm serve``. Ray's router picks the replica
+    of a request's session (with affinity once per session, the choice then remembered; with
+    round-robin on every request), and the request goes to that replica's engine over HTTP,
+    streamed back as the engine sends it (a streamed chat answer arrives event by event)."""
+    import httpx
+    from cachetools import LRUCache
+    from ray.exceptions import RayError
     from starlette.requests import Request
     from starlette.responses import JSONResponse, StreamingResponse
+
+    client = httpx.AsyncClient(timeout=None, limits=httpx.Limits(max_connections=None,
+                                                                 max_keepalive_connections=512))
+    # Session -> its engine's URL, as Ray's router chose it. Dropped when that engine cannot
+    # be reached, so the next request asks Ray again (its replacement, or another replica).
+    chosen: LRUCache = LRUCache(maxsize=65536)
+
+    async def engine_for(sid: str | None, fresh: bool = False) -> str:
+        if routing == "affinity" and not fresh and sid in chosen:
+            return chosen[sid]
+        handle = replicas.options(session_id=sid) if sid and routing == "affinity" else replicas
+        _, url = await handle.address.remote()
+        if routing == "affinity":
+            chosen[sid] = url
+        return url
 
     async def app(scope, receive, send):
         if scope["type"] != "http":
@@ -70,27 +94,39 @@ def front_app(replicas, routing: str):
         request = Request(scope, receive)
         body = await request.body()
         sid = session_of(request.url.path, request.headers, body)
-        handle = replicas.options(stream=True)
-        if sid and routing == "affinity":
-            handle = handle.options(session_id=sid)
         headers = {key: value for key, value in request.headers.items() if key in FORWARDED_HEADERS}
-        pieces = handle.forward.remote(request.method, request.url.path, request.url.query, headers, body)
+
+        async def forward(url: str) -> httpx.Response:
+            return await client.send(client.build_request(
+                request.method, url + request.url.path, params=request.url.query,
+                headers=headers, content=body), stream=True)
+
         try:
-            status, kind = await pieces.__anext__()
-        except Exception as error:  # the replica died under this request (a Ray error)
+            try:
+                answer = await forward(await engine_for(sid))
+            except httpx.ConnectError:  # that engine is gone and nothing was sent: ask Ray again
+                chosen.pop(sid, None)
+                answer = await forward(await engine_for(sid, fresh=True))
+        except (httpx.TransportError, RayError) as error:  # the replica was lost under it
+            chosen.pop(sid, None)
             response = JSONResponse({"error": {
                 "message": f"the engine replica serving this request was lost ({type(error).__name__}); "
                            "retry it: the session continues on another replica",
                 "type": "replica_lost", "code": 503}}, 503)
         else:
-            async def rest():
+            async def pieces():
                 try:
-                    async for piece in pieces:
+                    async for piece in answer.aiter_raw():
                         yield piece
-                except Exception:  # lost mid-answer: the status is sent, the stream just ends
-                    return
+                except httpx.TransportError:  # lost mid-answer: the status is sent, the stream ends
+                    chosen.pop(sid, None)
+                finally:
+                    await answer.aclose()
 
-            response = StreamingResponse(rest(), status, media_type=kind or None)
+            response = StreamingResponse(
+                pieces(), answer.status_code, media_type=answer.headers.get("content-type"),
+                headers={key: value for key, value in answer.headers.items()
+                         if key == "x-arc-session"})
         await response(scope, receive, send)
 
     return app
@@ -124,7 +160,8 @@ def inner_main(argv: list[str]) -> int:
     parser.add_argument("--ray-replicas", type=int, required=True)
     parser.add_argument("--ray-address", default="local")
     parser.add_argument("--ray-routing", choices=("affinity", "round-robin"), default="affinity")
-    parser.add_argument("--uds", default=None)
+    parser.add_argument("--fd", type=int, default=None,
+                        help="a listening socket inherited from outside the namespace")
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=8000)
     parser.add_argument("--log-dir", required=True)
@@ -139,8 +176,11 @@ def inner_main(argv: list[str]) -> int:
     try:
         replicas = deploy(serve_arguments, args.ray_replicas, args.ray_routing, args.log_dir)
         app = front_app(replicas, args.ray_routing)
-        if args.uds:
-            uvicorn.run(app, uds=args.uds, log_level="warning")
+        if args.fd is not None:
+            import socket
+
+            config = uvicorn.Config(app, log_level="warning")
+            uvicorn.Server(config).run(sockets=[socket.socket(fileno=args.fd)])
         else:
             uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
     finally:  # the replicas and their engines go with the front, in bounded time
@@ -157,43 +197,6 @@ def inner_main(argv: list[str]) -> int:
 
             kill_session(os.getsid(0))  # this cluster's session: whatever did not stop
     return 0
-
-
-def relay_app(uds: str):
-    """Host loopback -> the front's Unix socket inside the namespace, streamed both ways."""
-    import httpx
-    from starlette.requests import Request
-    from starlette.responses import Response, StreamingResponse
-
-    client = httpx.AsyncClient(transport=httpx.AsyncHTTPTransport(uds=uds), base_url="http://arc",
-                               timeout=None)
-
-    async def app(scope, receive, send):
-        if scope["type"] != "http":
-            return
-        request = Request(scope, receive)
-        body = await request.body()
-        headers = {key: value for key, value in request.headers.items() if key in FORWARDED_HEADERS}
-        try:
-            response = await client.send(client.build_request(
-                request.method, request.url.path, params=request.url.query, headers=headers,
-                content=body), stream=True)
-
-            async def pieces():
-                try:
-                    async for piece in response.aiter_raw():
-                        yield piece
-                finally:
-                    await response.aclose()
-
-            out = StreamingResponse(pieces(), response.status_code,
-                                    media_type=response.headers.get("content-type"))
-        except httpx.TransportError:
-            out = Response(b'{"error": {"message": "the Ray front is not up yet", "code": 503}}',
-                           503, media_type="application/json")
-        await out(scope, receive, send)
-
-    return app
 
 
 def main(argv: list[str]) -> int:
@@ -227,21 +230,27 @@ def main(argv: list[str]) -> int:
     if args.ray_address:
         return subprocess.call(inner + common + ["--ray-address", args.ray_address, "--host", args.host,
                                                  "--port", str(args.port), *host_arguments])
+    import signal
+    import socket
+
     from arc_vllm.ray_cluster import isolated_command, isolated_environment
+    from arc_vllm.serving.processes import die_with_parent
 
-    uds = str(work / "front.sock")
-    from arc_vllm.serving.ray_replica import die_with_parent
-
+    listener = socket.create_server((args.host, args.port), backlog=2048)
+    listener.set_inheritable(True)
     # Its own session (so that it can be taken down whole), and SIGTERM if this process dies.
-    cluster = subprocess.Popen(isolated_command(inner + common + ["--uds", uds, *host_arguments]),
-                               env=isolated_environment(), start_new_session=True,
-                               preexec_fn=lambda: die_with_parent(15))
-    import uvicorn
-
+    cluster = subprocess.Popen(
+        isolated_command(inner + common + ["--fd", str(listener.fileno()), *host_arguments]),
+        env=isolated_environment(), start_new_session=True, pass_fds=(listener.fileno(),),
+        preexec_fn=lambda: die_with_parent(15))
+    listener.close()  # the front holds it now
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     try:
         print(f"arc-vllm: {args.ray_replicas} replicas starting; serving on http://{args.host}:{args.port} "
               f"(logs in {work / 'logs'})", file=sys.stderr, flush=True)
-        uvicorn.run(relay_app(uds), host=args.host, port=args.port, log_level="warning")
+        return cluster.wait()
+    except KeyboardInterrupt:
+        return 0
     finally:
         cluster.terminate()
         try:
@@ -251,7 +260,6 @@ def main(argv: list[str]) -> int:
         from arc_vllm.ray_cluster import kill_session
 
         kill_session(cluster.pid)  # the cluster's own session: anything still left of it
-    return 0
 
 
 if __name__ == "__main__":
