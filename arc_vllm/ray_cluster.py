@@ -54,16 +54,14 @@ def kill_session(session_id: int) -> int:
     import signal
 
     killed = 0
-    for entry in os.listdir("/proc"):
+    for entry in os.listdir("/proc"):  # every process id (Linux has no call to list a session)
         if not entry.isdigit() or int(entry) == os.getpid():
             continue
         try:
-            with open(f"/proc/{entry}/stat") as handle:
-                fields = handle.read().rsplit(")", 1)[1].split()
-            if int(fields[3]) == session_id:  # after "pid (comm)": state, ppid, pgrp, session
+            if os.getsid(int(entry)) == session_id:
                 os.kill(int(entry), signal.SIGKILL)
                 killed += 1
-        except (OSError, ValueError, IndexError):
+        except OSError:  # gone meanwhile
             continue
     return killed
 

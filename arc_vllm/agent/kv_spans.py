@@ -3,7 +3,7 @@
 vLLM's prefix cache reuses whole blocks of the longest common prefix. A KV connector can claim
 more, but only a contiguous run right after that hit (``get_num_new_matched_tokens``), and it
 must fill the run from KV it holds: spans of the earlier prompt, moved by ``relocate_kv`` when
-their position changed. Two figures per prompt, in tokens after the prefix-cache hit:
+their position changed. Three figures per prompt, in tokens after the prefix-cache hit:
 
 - ``claimable``: the longest run starting at the hit that appears contiguously in the earlier
   prompt (what a connector under vLLM's interface can supply);
@@ -13,7 +13,7 @@ their position changed. Two figures per prompt, in tokens after the prefix-cache
   earlier prompt, wherever they sit (what a non-contiguous scheme such as CacheBlend could
   reuse: the upper bound).
 
-Pure token arithmetic; ``agent.replay`` records both for every call. ``claim_pieces`` is what
+Pure token arithmetic; ``agent.replay`` records all three for every call. ``claim_pieces`` is what
 the KV-reuse connector (``serving/kv_connector.py``) claims, piece by piece, and
 ``warmup_boundaries`` how the server cuts a view into warm-up stages so that claims start where
 reusable runs start (``serving/kv_warmup.py``).

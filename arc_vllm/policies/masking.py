@@ -9,9 +9,9 @@ None to drop the step). Masks are recomputed at every render from the whole hist
 they change only when a step arrives; nothing masked can be taken back (the text is not
 stored anywhere the agent can reach).
 
-None of these bounds the prompt: ``render`` returns what the method would send, whatever
-its size; the caller counts it as the engine would (a prompt over the window is an
-overflow). Run ``python -m arc_vllm.policies.masking`` for the peers on a small history.
+Only the sliding window bounds the prompt (it forgets old steps to stay within its window);
+the others' ``render`` returns what the method would send, whatever its size, and the caller
+counts it as the engine would (a prompt over the window is an overflow). Run ``python -m arc_vllm.policies.masking`` for the peers on a small history.
 """
 
 from __future__ import annotations

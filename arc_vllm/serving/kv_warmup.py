@@ -24,7 +24,7 @@ from collections import OrderedDict
 
 from arc_vllm.agent.kv_spans import warmup_boundaries
 
-MAX_SESSIONS = 1024  # last views kept in this process, most recent first
+MAX_SESSIONS = 1024  # last views kept in this process; the least recently used goes first
 
 
 class KVWarmup:

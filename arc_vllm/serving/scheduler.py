@@ -13,7 +13,9 @@ through prometheus_client's multiprocess directory (set up by the launcher). Wit
 the connector reports them itself (``arc_engine_kv_reused_tokens_total``, through vLLM's
 connector stats) and says whether reuse passed its start-up check (``arc_kv_reuse_enabled``).
 
-Only the scheduler side of vLLM is touched: ``schedule()`` is wrapped, nothing else.
+Only the scheduler side of vLLM is touched: ``schedule()`` is wrapped, and it reads what the
+KV-reuse connector supplied for each new request (``supplied_tokens``), so that those tokens
+are not counted as prefix-cached.
 """
 
 from __future__ import annotations

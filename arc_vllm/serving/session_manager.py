@@ -31,7 +31,7 @@ from pathlib import Path
 
 from arc_vllm.core.config import ArcConfig
 from arc_vllm.serving.conversation_index import ConversationIndex
-from arc_vllm.serving.session_lock import FileLock
+from arc_vllm.serving import session_lock
 from arc_vllm.serving.sessions import BUDGET_FIELDS, Session, SessionError, file_stamp
 
 logger = logging.getLogger(__name__)
@@ -223,7 +223,8 @@ class SessionManager:
         folder = self.folder_of(id)
         self.in_use[id] = self.in_use.get(id, 0) + 1
         try:
-            lock = await asyncio.to_thread(FileLock.take, folder / "session.lock", self.lock_timeout_s)
+            lock = await asyncio.to_thread(session_lock.take, folder / "session.lock",
+                                           self.lock_timeout_s)
             try:
                 session = await asyncio.to_thread(self.check_out, id, folder)
                 self.touch(id)
