@@ -240,6 +240,12 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["serve"]:
         # Everything after `serve` belongs to vLLM's parser (and our --arc-* options).
+        from arc_vllm.serving.serve_arguments import given
+
+        if given(argv[1:], "--ray-replicas"):  # N engine replicas behind one front
+            from arc_vllm.serving.ray_serve import main as ray_main
+
+            return ray_main(argv[1:])
         from arc_vllm.serving.launcher import main as serve_main
 
         return serve_main(argv[1:])

@@ -1,4 +1,4 @@
-"""What the KV-reuse connector claims and where the server's warm-up ends (``agent/kv_spans.py``),
+"""What the KV-reuse connector claims and where the server's warm-up ends (``kv/spans.py``),
 as properties over random compactions: a view made of the last view's prefix, new text, runs of
 the last view moved, and new text again, in tokens of the embedded model's tokenizer.
 
@@ -8,7 +8,7 @@ the last view moved, and new text again, in tokens of the embedded model's token
 from hypothesis import given
 from hypothesis import strategies as st
 
-from arc_vllm.agent.kv_spans import claim_pieces, claimed_tokens, index_runs, warmup_boundaries
+from arc_vllm.kv.spans import claim_pieces, claimed_tokens, index_runs, warmup_boundaries
 
 BLOCK, MIN_RUN = 16, 8
 WORDS = ["status", "ok", "latency", "error", "line", "port", "needle", "ms", "file", "the", "§a1b2",

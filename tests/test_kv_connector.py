@@ -103,7 +103,7 @@ def engine_check(dtype: str) -> dict:
     from vllm.distributed.kv_transfer import get_kv_transfer_group
     from vllm.v1.attention.backends.cpu_attn import _get_attn_isa
 
-    from arc_vllm.agent.kv_spans import claim_pieces, claimed_tokens, index_runs, warmup_boundaries
+    from arc_vllm.kv.spans import claim_pieces, claimed_tokens, index_runs, warmup_boundaries
     from arc_vllm.kernels.cpu_layout import CPU_LAYOUTS
 
     llm = make_engine(dtype)
@@ -179,7 +179,7 @@ def contract_check(llm, connector) -> dict:
     """vLLM may ask a waiting request again at every step, and may abort one mid-prefill."""
     from vllm import SamplingParams, TokensPrompt
 
-    from arc_vllm.agent.kv_spans import claim_pieces, claimed_tokens, index_runs
+    from arc_vllm.kv.spans import claim_pieces, claimed_tokens, index_runs
 
     engine, scheduler = llm.llm_engine, connector.scheduler
     calls = {}

@@ -6,7 +6,8 @@ import importlib.metadata
 import pytest
 
 from arc_vllm.model_prep import TOOLS_TEMPLATE, default_model_dir, prepare_tiny
-from arc_vllm.serving.launcher import serve_arguments, vllm_version_shim
+from arc_vllm.serving.launcher import vllm_version_shim
+from arc_vllm.serving.serve_arguments import serve_arguments
 
 
 def test_the_model_arc_and_defaults_go_before_the_users_options():

@@ -167,7 +167,7 @@ def test_the_peers_replay_the_same_logs_side_by_side(tmp_path):
 
 
 def test_kv_spans_claimable_is_contiguous_after_the_hit_and_relocatable_is_the_bound():
-    from arc_vllm.agent.kv_spans import reusable_spans
+    from arc_vllm.kv.spans import reusable_spans
 
     earlier = list(range(100)) + list(range(1000, 1200))
     # After a 64-token hit: 10 new tokens, then a 200-token span of the earlier prompt moved.

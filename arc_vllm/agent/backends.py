@@ -72,7 +72,7 @@ class VllmBackend:
         engine = dict(max_model_len=context_window, enforce_eager=True, max_num_seqs=max_num_seqs,
                       seed=seed, enable_prefix_caching=True)
         if kv_reuse:
-            from arc_vllm.serving.plugin import KV_CONNECTOR
+            from arc_vllm.kv import KV_CONNECTOR
 
             engine["kv_transfer_config"] = dict(KV_CONNECTOR)
         engine.update(engine_args)
@@ -100,7 +100,7 @@ class VllmBackend:
         across the batch."""
         from vllm import SamplingParams, TokensPrompt
 
-        from arc_vllm.agent.kv_spans import warmup_boundaries
+        from arc_vllm.kv.spans import warmup_boundaries
 
         tokenizer = self.llm.get_tokenizer()
         block_size = self.llm.llm_engine.vllm_config.cache_config.block_size

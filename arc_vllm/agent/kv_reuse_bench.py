@@ -43,7 +43,7 @@ import time
 from pathlib import Path
 
 from arc_vllm.agent.importers import read_all
-from arc_vllm.agent.kv_spans import warmup_boundaries
+from arc_vllm.kv.spans import warmup_boundaries
 from arc_vllm.agent.replay import apply_step, start_context
 
 GENERATED = 32

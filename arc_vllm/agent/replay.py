@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 
 from arc_vllm.agent.importers import read_all
-from arc_vllm.agent.kv_spans import reusable_spans
+from arc_vllm.kv.spans import reusable_spans
 from arc_vllm.agent.trajectory import Trajectory
 from arc_vllm.core.commands import parse_commands
 from arc_vllm.core.config import ArcConfig
@@ -132,7 +132,7 @@ def summarize(results: list[dict], config: ArcConfig, tokenizer: str, errors: li
         "full_context_prompt_tokens_total": sum(call["full_context_tokens"] for call in calls),
         "prefix_reusable_tokens_total": sum(call["prefix_reusable_tokens"] for call in calls),
         "prefix_block_tokens": PREFIX_BLOCK_TOKENS,
-        # Beyond the prefix cache, on the calls right after a compaction (agent.kv_spans): what a
+        # Beyond the prefix cache, on the calls right after a compaction (kv.spans): what a
         # KV connector could claim under vLLM's interface (alone, and over the warm-up stages of
         # --arc-kv-reuse), and what any placement could reuse.
         "compaction_calls": len(compacted),

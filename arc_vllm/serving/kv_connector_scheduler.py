@@ -2,7 +2,7 @@
 
 It remembers, per session, the token ids of the last prompt it had the worker save. For a new
 request of that session it claims the run of tokens right after the prefix-cache hit that the
-saved prompt holds, as pieces (``agent/kv_spans.py`` ``claim_pieces``), and tells the worker
+saved prompt holds, as pieces (``kv/spans.py`` ``claim_pieces``), and tells the worker
 which saved positions go to which new ones. When a request's prompt is complete it tells the
 worker to save it (replacing the session's last). Sessions beyond ``host_tokens`` saved tokens
 are dropped, oldest first.
@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 
 from prometheus_client import Gauge
 
-from arc_vllm.agent.kv_spans import claim_pieces, claimed_tokens, index_runs
+from arc_vllm.kv.spans import claim_pieces, claimed_tokens, index_runs
 from arc_vllm.serving.kv_connector_meta import ArcKVMetadata, ArcKVStats, Load, Save, arc_extra
 
 logger = logging.getLogger(__name__)

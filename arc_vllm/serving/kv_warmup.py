@@ -5,7 +5,7 @@ keeps recent turns that the engine computed in the session's last view, further 
 new text (stubs, the new turn) between them. vLLM lets a KV connector claim only the run right
 after the prefix-cache hit, which here is new text. So, when the session's last view holds long
 runs of this view past the hit, the server cuts the view into stages
-(``agent/kv_spans.py`` ``warmup_boundaries``) and sends each stage's tokens first as a
+(``kv/spans.py`` ``warmup_boundaries``) and sends each stage's tokens first as a
 one-token request of the session marked ``arc_kv_save: false``: the connector
 (``serving/kv_connector.py``) claims the run at the stage's start, the engine computes the new
 text up to the next block boundary inside the next run, and those blocks join the prefix
@@ -22,7 +22,7 @@ import asyncio
 import uuid
 from collections import OrderedDict
 
-from arc_vllm.agent.kv_spans import warmup_boundaries
+from arc_vllm.kv.spans import warmup_boundaries
 
 MAX_SESSIONS = 1024  # last views kept in this process; the least recently used goes first
 

@@ -15,8 +15,8 @@ ARC attached by the plugin. What it adds before handing over:
   which vLLM's platform detection needs (without it the AVX-512 build is loaded). It lives only
   in this process; the engine's spawned processes re-import this module, not ``main``.
 
-``--ray-replicas N`` serves the same routes over N engine replicas with Ray Serve
-(``serving.ray_serve``). Run ``arc-vllm serve --help`` for every option, ARC's group included.
+``arc-vllm serve --ray-replicas N`` serves the same routes over N engine replicas with Ray
+Serve (``serving.ray_serve``; the CLI sends it there). Run ``arc-vllm serve --help`` for every option, ARC's group included.
 """
 
 from __future__ import annotations
@@ -25,34 +25,9 @@ import importlib.metadata
 import os
 import sys
 
+from arc_vllm.serving.serve_arguments import serve_arguments
+
 _METRICS_DIR = None
-
-
-def given(argv: list[str], option: str) -> bool:
-    return any(arg == option or arg.startswith(option + "=") for arg in argv)
-
-
-def serve_arguments(argv: list[str]) -> list[str]:
-    """The ``vllm serve`` arguments for ``arc-vllm serve ARGV``."""
-    argv = list(argv)
-    model = None
-    if argv and not argv[0].startswith("-"):
-        model, argv = argv[0], argv[1:]
-    if model is None and not given(argv, "--model"):
-        from arc_vllm.model_prep import default_model_dir
-
-        model = str(default_model_dir(require=True))
-    from arc_vllm.model_prep import TOOLS_TEMPLATE, is_embedded
-
-    defaults = ["--arc"]
-    if model is not None and is_embedded(model) and not given(argv, "--chat-template"):
-        # Function-calling clients get tool calls back; text clients see SmolLM2's own template.
-        defaults += ["--chat-template", str(TOOLS_TEMPLATE)]
-        if not given(argv, "--tool-call-parser"):
-            defaults += ["--enable-auto-tool-choice", "--tool-call-parser", "hermes"]
-    if not given(argv, "--host"):
-        defaults += ["--host", "127.0.0.1"]
-    return ["serve"] + ([model] if model is not None else []) + defaults + argv
 
 
 def set_environment() -> None:
@@ -98,10 +73,6 @@ def vllm_version_shim() -> None:
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    if given(argv, "--ray-replicas"):  # N engine replicas behind one front (serving.ray_serve)
-        from arc_vllm.serving.ray_serve import main as ray_main
-
-        return ray_main(argv)
     set_environment()
     arguments = serve_arguments(argv)
     vllm_version_shim()

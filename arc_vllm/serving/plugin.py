@@ -43,6 +43,8 @@ from __future__ import annotations
 import argparse
 import os
 
+from arc_vllm.kv import KV_CONNECTOR
+
 # --arc-<name> -> the ArcConfig budget it sets
 BUDGET_OPTIONS = {
     "max_tokens": "G_max: tokens reserved for each completion (unset: 512)",
@@ -98,8 +100,6 @@ class KVReuseHostTokens(argparse.Action):
                                                 "host_tokens": values}
 
 
-KV_CONNECTOR = {"kv_connector": "ArcKVConnector", "kv_role": "kv_both",
-                "kv_connector_module_path": "arc_vllm.serving.kv_connector"}
 
 
 def allow_endpoint_plugin() -> None:

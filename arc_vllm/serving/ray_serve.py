@@ -201,7 +201,7 @@ def inner_main(argv: list[str]) -> int:
 
 def main(argv: list[str]) -> int:
     """``arc-vllm serve --ray-replicas N ...`` as typed (see the module docstring)."""
-    from arc_vllm.serving.launcher import given, serve_arguments
+    from arc_vllm.serving.serve_arguments import given, serve_arguments
 
     parser = argparse.ArgumentParser(add_help=False)
     parser.add_argument("--ray-replicas", type=int, required=True)
