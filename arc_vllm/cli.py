@@ -32,10 +32,9 @@ SAMPLE = "examples/trajectories.jsonl"
 
 
 def _offline() -> None:
-    # Nothing here may reach beyond loopback; these switch off the hub and usage reports.
-    for key, value in (("HF_HUB_OFFLINE", "1"), ("VLLM_NO_USAGE_STATS", "1"), ("DO_NOT_TRACK", "1"),
-                       ("TOKENIZERS_PARALLELISM", "false")):
-        os.environ.setdefault(key, value)
+    from arc_vllm.offline import go_offline
+
+    go_offline()  # nothing here may reach beyond loopback
 
 
 def _add_budget_options(parser: argparse.ArgumentParser) -> None:

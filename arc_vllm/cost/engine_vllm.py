@@ -23,8 +23,6 @@ class EngineProbe:
     def __init__(self, model: str, max_context: int, max_batch: int, kv_cache_gib: float | None = None,
                  seed: int = 0):
         os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
-        os.environ.setdefault("VLLM_NO_USAGE_STATS", "1")
-        os.environ.setdefault("HF_HUB_OFFLINE", "1")
         os.environ["VLLM_ALLOW_LONG_MAX_MODEL_LEN"] = "1"  # timing past the trained window is fine
         if kv_cache_gib is not None:
             os.environ["VLLM_CPU_KVCACHE_SPACE"] = str(kv_cache_gib)

@@ -199,8 +199,9 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--contexts, --batches and --steps must be positive")
     if args.trace and not os.path.isfile(args.trace):
         parser.error(f"--trace: no such file {args.trace}")
-    for key, value in (("HF_HUB_OFFLINE", "1"), ("VLLM_NO_USAGE_STATS", "1"), ("DO_NOT_TRACK", "1")):
-        os.environ.setdefault(key, value)
+    from arc_vllm.offline import go_offline
+
+    go_offline()
     try:
         result = profile(args.engine, args.model, args.hardware, contexts, batches, args.steps,
                          args.trace, args.trace_calls)

@@ -31,9 +31,9 @@ _METRICS_DIR = None
 
 
 def set_environment() -> None:
-    for key, value in (("HF_HUB_OFFLINE", "1"), ("VLLM_NO_USAGE_STATS", "1"), ("DO_NOT_TRACK", "1"),
-                       ("TOKENIZERS_PARALLELISM", "false")):
-        os.environ.setdefault(key, value)
+    from arc_vllm.offline import go_offline
+
+    go_offline()
     from arc_vllm.paths import vllm_cache_dir
 
     os.environ.setdefault("VLLM_CACHE_ROOT", str(vllm_cache_dir()))

@@ -21,6 +21,7 @@ import time
 import urllib.request
 from pathlib import Path
 
+from arc_vllm.offline import OFFLINE_ENVIRONMENT
 from arc_vllm.serving.processes import free_port
 
 
@@ -32,8 +33,7 @@ class Server:
         self.base = f"http://127.0.0.1:{self.port}"
         self.log = log
         extra_env = env or {}
-        env = dict(os.environ, VLLM_CPU_KVCACHE_SPACE="1", VLLM_NO_USAGE_STATS="1",
-                   DO_NOT_TRACK="1", HF_HUB_OFFLINE="1")
+        env = dict(os.environ, VLLM_CPU_KVCACHE_SPACE="1", **OFFLINE_ENVIRONMENT)
         if in_process_engine:  # faster start, fewer processes (tests)
             env["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
         env.pop("TRITON_INTERPRET", None)
