@@ -1,4 +1,4 @@
-"""The CUDA implementation of relocate_kv (``kernels/csrc/``), registered as
+"""The CUDA implementation of relocate_kv (top-level ``csrc/``), registered as
 ``torch.ops.arc_vllm.relocate_kv`` and built lazily, once, the first time it is needed on a
 machine with a GPU (cached under ``$ARC_VLLM_CACHE/torch_extensions``).
 
@@ -23,7 +23,10 @@ from pathlib import Path
 import torch
 
 # Beside this module, so an installed package carries it (package data), not only a checkout.
-CSRC = Path(__file__).resolve().parent / "csrc"
+# Installed: arc_vllm/kernels/csrc/ (package data); in a checkout: the top-level csrc/.
+CSRC = next((folder for folder in (Path(__file__).resolve().parent / "csrc",
+                                   Path(__file__).resolve().parent.parent / "csrc")
+             if (folder / "relocate_kv.cu").exists()), Path(__file__).resolve().parent / "csrc")
 SOURCES = [CSRC / "relocate_kv.cu", CSRC / "relocate_kv_binding.cpp"]
 
 

@@ -199,7 +199,8 @@ def test_a_wheel_carries_the_plugin_and_everything_read_at_run_time(tmp_path):
     names = zipfile.ZipFile(wheel).namelist()
     for needed in ("arc_vllm/templates/smollm2_tools.jinja", "arc_vllm/cost/specs.json",
                    "arc_vllm/kernels/csrc/relocate_kv.cu", "arc_vllm/kernels/csrc/relocate_kv_binding.cpp",
-                   "arc_vllm/serving/plugin.py"):
+                   "arc_vllm/serving/plugin.py", "arc_vllm/inspector/static/inspector.js",
+                   "arc_vllm/kv/spans.py"):
         assert needed in names, needed
     target = tmp_path / "site"
     installed = subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "-q", "--target",
