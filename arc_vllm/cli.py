@@ -151,11 +151,9 @@ def _bench(parser, args, argv: list[str]) -> int:
     return 0
 
 
-def main(argv: list[str] | None = None) -> int:
-    _offline()
-    parser = argparse.ArgumentParser(prog="arc-vllm", description="Addressable Recall Compaction "
-                                     "for long-running LLM agents, on vLLM.")
-    commands = parser.add_subparsers(dest="command", required=True)
+# -- one parser and one handler per subcommand (vLLM's CLISubcommand shape) -----------------
+
+def _replay_parser(commands) -> argparse.ArgumentParser:
     replay = commands.add_parser("replay", help="replay recorded trajectories through ARC")
     replay.add_argument("files", nargs="*", default=[SAMPLE],
                         help="agent logs: files or folders, format detected by content (SWE-agent "
@@ -175,6 +173,47 @@ def main(argv: list[str] | None = None) -> int:
                         help="also write DIR/report.html: each trajectory's timeline and, with "
                              "--methods, the methods side by side (one file, opens offline)")
     _add_budget_options(replay)
+    return replay
+
+
+def _replay(parser, args, argv: list[str]) -> int:
+    from arc_vllm.agent.replay import run
+
+    missing = [path for path in args.files if not os.path.exists(path)]
+    if missing:
+        parser.error(f"no such file: {', '.join(map(str, missing))}")
+    try:
+        config = _config(args)
+    except ValueError as error:
+        parser.error(str(error))
+    if args.methods:
+        from arc_vllm.agent.replay_methods import run as run_methods
+        from arc_vllm.agent.replay_methods import table
+
+        try:
+            summaries = run_methods(args.files, args.out, config, args.tokenizer,
+                                    [m for m in args.methods.split(",") if m], format=args.format)
+        except ValueError as error:
+            parser.error(str(error))
+        print(table(summaries))
+        print(f"wrote {os.path.join(args.out, 'summary.md')}", file=sys.stderr)
+        if args.html:  # the timelines come from ARC's own replay, beside the methods
+            timelines = os.path.join(args.out, "arc-timelines")
+            summary = run(args.files, timelines, config, args.tokenizer, format=args.format,
+                          log=io.StringIO())
+            _report(args.out, timelines, summary, summaries)
+        return 0
+    summary = run(args.files, args.out, config, args.tokenizer, format=args.format)
+    if args.html:
+        _report(args.out, args.out, summary, None)
+    shown = {key: value for key, value in summary.items() if key not in ("config",)}
+    print(json.dumps(shown, indent=1))
+    print(f"wrote {os.path.join(args.out, 'summary.json')}", file=sys.stderr)
+    return 0 if summary["over_budget_calls"] == 0 and summary["exactly_recoverable"] == \
+        summary["observations"] else 1
+
+
+def _bench_parser(commands) -> argparse.ArgumentParser:
     bench = commands.add_parser("bench", help="the paper's benchmarks: niah, longbench; and kv-reuse")
     bench_kinds = bench.add_subparsers(dest="bench", required=True)
     niah = bench_kinds.add_parser("niah", help="Needle-in-a-Haystack (scripted or model agent)")
@@ -219,8 +258,25 @@ def main(argv: list[str] | None = None) -> int:
                                "loopback-only network namespace; with ADDRESS, on that cluster")
         kind.add_argument("--out", default=f"runs/{'niah' if kind is niah else 'longbench'}")
         _add_budget_options(kind)
+    return bench
+
+
+def _report_parser(commands) -> argparse.ArgumentParser:
     report_command = commands.add_parser("report", help="summary.json and tables from DIR/results.jsonl")
     report_command.add_argument("directory")
+    return report_command
+
+
+def _report_command(parser, args, argv: list[str]) -> int:
+    from arc_vllm.reports.summary import report, tables
+
+    if not os.path.exists(os.path.join(args.directory, "results.jsonl")):
+        parser.error(f"no results.jsonl in {args.directory}")
+    print(tables(report(args.directory)))
+    return 0
+
+
+def _cost_parser(commands) -> argparse.ArgumentParser:
     cost = commands.add_parser("cost", help="roofline tables (HBM traffic, time per success) from DIR/results.jsonl")
     cost.add_argument("directory")
     cost.add_argument("--hardware", default="H200,MI300X", help="comma-separated, from cost/specs.json")
@@ -230,96 +286,89 @@ def main(argv: list[str] | None = None) -> int:
     cost.add_argument("--agent-generated-tokens", type=int, default=None,
                       help="take every agent call to generate N tokens (what-if: the scripted agent "
                            "writes only its action; a model writes its reasoning too)")
+    return cost
+
+
+def _cost(parser, args, argv: list[str]) -> int:
+    from arc_vllm.cost.report import cost_report, markdown
+
+    if not os.path.exists(os.path.join(args.directory, "results.jsonl")):
+        parser.error(f"no results.jsonl in {args.directory}")
+    try:
+        tables = cost_report(args.directory, [h for h in args.hardware.split(",") if h], args.model,
+                             args.baseline, args.scratch_gb, args.agent_generated_tokens)
+    except ValueError as error:
+        parser.error(str(error))
+    print(markdown(tables))
+    return 0
+
+
+def _prepare_model_parser(commands) -> argparse.ArgumentParser:
+    return commands.add_parser("prepare-model", help="prepare the embedded default model")
+
+
+def _prepare_model(parser, args, argv: list[str]) -> int:
+    from arc_vllm.model_prep import prepare
+
+    print(prepare())
+    return 0
+
+
+def _serve(argv: list[str]) -> int:
+    """Everything after ``serve`` belongs to vLLM's parser (and ARC's --arc-* options)."""
+    from arc_vllm.serving.serve_arguments import given
+
+    if given(argv, "--ray-replicas"):  # N engine replicas behind one front
+        from arc_vllm.serving.ray_serve import main as ray_main
+
+        return ray_main(argv)
+    from arc_vllm.serving.launcher import main as serve_main
+
+    return serve_main(argv)
+
+
+def _kv_reuse(argv: list[str]) -> int:
+    from arc_vllm.agent.kv_reuse_bench import main as kv_reuse_main
+
+    return kv_reuse_main(argv)
+
+
+def _profile(argv: list[str]) -> int:
+    from arc_vllm.cost.profile import main as profile_main
+
+    return profile_main(argv)
+
+
+# Parsed here: (add its parser, run it). Its own parser: (the words that name it, run it), listed
+# in --help by a placeholder parser without its options.
+SUBCOMMANDS = ((_replay_parser, _replay), (_bench_parser, _bench), (_report_parser, _report_command),
+               (_cost_parser, _cost), (_prepare_model_parser, _prepare_model))
+OWN_PARSERS = ((("serve",), _serve), (("bench", "kv-reuse"), _kv_reuse), (("profile",), _profile))
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="arc-vllm", description="Addressable Recall Compaction "
+                                     "for long-running LLM agents, on vLLM.")
+    commands = parser.add_subparsers(dest="command", required=True)
+    for add_parser, handler in SUBCOMMANDS:
+        add_parser(commands).set_defaults(handler=handler)
     commands.add_parser("profile", add_help=False, help="measure the engine beside the roofline "
                         "(profile.json, profile.md, decode.png; see profile --help)")
-    commands.add_parser("prepare-model", help="prepare the embedded default model")
     commands.add_parser("serve", help="vLLM's OpenAI server with ARC sessions "
                         "(arc-vllm serve [MODEL] [--arc-...] [vllm options]; see serve --help)",
                         add_help=False)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    _offline()
     argv = list(sys.argv[1:] if argv is None else argv)
-    if argv[:1] == ["serve"]:
-        # Everything after `serve` belongs to vLLM's parser (and our --arc-* options).
-        from arc_vllm.serving.serve_arguments import given
-
-        if given(argv[1:], "--ray-replicas"):  # N engine replicas behind one front
-            from arc_vllm.serving.ray_serve import main as ray_main
-
-            return ray_main(argv[1:])
-        from arc_vllm.serving.launcher import main as serve_main
-
-        return serve_main(argv[1:])
-    if argv[:2] == ["bench", "kv-reuse"]:
-        from arc_vllm.agent.kv_reuse_bench import main as kv_reuse_main
-
-        return kv_reuse_main(argv[2:])
-    if argv[:1] == ["profile"]:
-        from arc_vllm.cost.profile import main as profile_main
-
-        return profile_main(argv[1:])
+    for words, handler in OWN_PARSERS:
+        if argv[:len(words)] == list(words):
+            return handler(argv[len(words):])
+    parser = build_parser()
     args = parser.parse_args(argv)
-
-    if args.command == "bench":
-        return _bench(parser, args, argv)
-    if args.command == "cost":
-        from arc_vllm.cost.report import cost_report, markdown
-
-        if not os.path.exists(os.path.join(args.directory, "results.jsonl")):
-            parser.error(f"no results.jsonl in {args.directory}")
-        try:
-            tables = cost_report(args.directory, [h for h in args.hardware.split(",") if h], args.model,
-                                 args.baseline, args.scratch_gb, args.agent_generated_tokens)
-        except ValueError as error:
-            parser.error(str(error))
-        print(markdown(tables))
-        return 0
-    if args.command == "report":
-        from arc_vllm.reports.summary import report, tables
-
-        if not os.path.exists(os.path.join(args.directory, "results.jsonl")):
-            parser.error(f"no results.jsonl in {args.directory}")
-        print(tables(report(args.directory)))
-        return 0
-    if args.command == "prepare-model":
-        from arc_vllm.model_prep import prepare
-
-        print(prepare())
-        return 0
-    if args.command == "replay":
-        from arc_vllm.agent.replay import run
-
-        missing = [path for path in args.files if not os.path.exists(path)]
-        if missing:
-            parser.error(f"no such file: {', '.join(map(str, missing))}")
-        try:
-            config = _config(args)
-        except ValueError as error:
-            parser.error(str(error))
-        if args.methods:
-            from arc_vllm.agent.replay_methods import run as run_methods
-            from arc_vllm.agent.replay_methods import table
-
-            try:
-                summaries = run_methods(args.files, args.out, config, args.tokenizer,
-                                        [m for m in args.methods.split(",") if m], format=args.format)
-            except ValueError as error:
-                parser.error(str(error))
-            print(table(summaries))
-            print(f"wrote {os.path.join(args.out, 'summary.md')}", file=sys.stderr)
-            if args.html:  # the timelines come from ARC's own replay, beside the methods
-                timelines = os.path.join(args.out, "arc-timelines")
-                summary = run(args.files, timelines, config, args.tokenizer, format=args.format,
-                              log=io.StringIO())
-                _report(args.out, timelines, summary, summaries)
-            return 0
-        summary = run(args.files, args.out, config, args.tokenizer, format=args.format)
-        if args.html:
-            _report(args.out, args.out, summary, None)
-        shown = {key: value for key, value in summary.items() if key not in ("config",)}
-        print(json.dumps(shown, indent=1))
-        print(f"wrote {os.path.join(args.out, 'summary.json')}", file=sys.stderr)
-        return 0 if summary["over_budget_calls"] == 0 and summary["exactly_recoverable"] == \
-            summary["observations"] else 1
-    return 2
+    return args.handler(parser, args, argv)
 
 
 if __name__ == "__main__":
