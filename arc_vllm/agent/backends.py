@@ -100,6 +100,7 @@ class VllmBackend:
         across the batch."""
         from vllm import SamplingParams, TokensPrompt
 
+        from arc_vllm.kv import MIN_RUN
         from arc_vllm.kv.spans import warmup_boundaries
 
         tokenizer = self.llm.get_tokenizer()
@@ -109,7 +110,7 @@ class VllmBackend:
             if session is None:
                 continue
             tokens = list(tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True))
-            boundaries = warmup_boundaries(self.last_views.get(session), tokens, block_size, 16,
+            boundaries = warmup_boundaries(self.last_views.get(session), tokens, block_size, MIN_RUN,
                                            self.recompute_tokens)
             self.last_views[session] = tokens
             stages.append((session, tokens, boundaries))

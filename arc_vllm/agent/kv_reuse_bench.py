@@ -43,12 +43,12 @@ import time
 from pathlib import Path
 
 from arc_vllm.agent.importers import read_all
+from arc_vllm.kv import MIN_RUN
 from arc_vllm.kv.spans import warmup_boundaries
 from arc_vllm.agent.replay import apply_step, start_context
 
 GENERATED = 32
 TOP_LOGPROBS = 20
-MIN_RUN = 16
 
 
 def replayed_views(paths: list[str], config, counter) -> list[dict]:

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 from vllm.distributed.kv_transfer.kv_connector.v1.base import KVConnectorBase_V1, KVConnectorRole
 
+from arc_vllm.kv import MIN_RUN
 from arc_vllm.serving.kv_connector_meta import (ArcKVHandshake, ArcKVMetadata, ArcKVPromMetrics,
                                                 ArcKVStats)
 
@@ -41,7 +42,7 @@ class ArcKVConnector(KVConnectorBase_V1):
     def __init__(self, vllm_config, role, kv_cache_config=None):
         super().__init__(vllm_config=vllm_config, role=role, kv_cache_config=kv_cache_config)
         extra = self._kv_transfer_config.kv_connector_extra_config or {}
-        self.min_run = int(extra.get("min_run", 16))
+        self.min_run = int(extra.get("min_run", MIN_RUN))
         if role == KVConnectorRole.SCHEDULER:
             from arc_vllm.serving.kv_connector_scheduler import ArcKVScheduler
 

@@ -22,6 +22,7 @@ import asyncio
 import uuid
 from collections import OrderedDict
 
+from arc_vllm.kv import MIN_RUN
 from arc_vllm.kv.spans import warmup_boundaries
 
 MAX_SESSIONS = 1024  # last views kept in this process; the least recently used goes first
@@ -29,7 +30,7 @@ MAX_SESSIONS = 1024  # last views kept in this process; the least recently used 
 
 class KVWarmup:
     def __init__(self, engine_client, counter, block_size: int, recompute_tokens: int = 0,
-                 min_run: int = 16):
+                 min_run: int = MIN_RUN):
         self.engine_client = engine_client
         self.counter = counter
         self.block_size = block_size

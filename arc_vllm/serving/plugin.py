@@ -235,11 +235,16 @@ class ArcEndpoint:
         # so they must share them through the store folder.
         shared = args.arc_shared_sessions or (getattr(args, "api_server_count", None) or 1) > 1
         if getattr(args, "arc_kv_reuse", False):
+            from arc_vllm.kv import MIN_RUN
             from arc_vllm.serving.kv_warmup import KVWarmup
 
+            # Stage with the min_run the connector claims with (one value, one place).
+            transfer = engine_client.vllm_config.kv_transfer_config
+            extra = (transfer.kv_connector_extra_config or {}) if transfer is not None else {}
             state.arc_kv_warmup = KVWarmup(engine_client, counter,
                                            engine_client.vllm_config.cache_config.block_size,
-                                           recompute_tokens=args.arc_kv_reuse_recompute)
+                                           recompute_tokens=args.arc_kv_reuse_recompute,
+                                           min_run=int(extra.get("min_run", MIN_RUN)))
         state.arc_sessions = SessionManager(counter, model_config.max_model_len,
                                             budgets_from(args), args.arc_store_dir, shared=shared,
                                             ttl_s=args.arc_session_ttl, max_sessions=args.arc_max_sessions)
