@@ -1,6 +1,6 @@
 """Context policies behind one protocol (``base.ContextPolicy``): ARC, the paper's five
 baselines, and the context managers agent users run today (``PEERS``: SWE-agent's and
-OpenHands' maskers and windows, ``policies/masking.py``).
+OpenHands' maskers and windows, ``policies/step_history.py``).
 
 ``full_context``, ``sliding_window``, ``rag_memory``, ``arc`` and the peers need no model of
 their own; ``llm_summary`` and ``structured_state`` call one (``MODEL_POLICIES``: pass

@@ -8,12 +8,12 @@ overflow; a masked observation cannot be read again.
 
 from __future__ import annotations
 
-from arc_vllm.policies.masking import Masking
+from arc_vllm.policies.step_history import StepHistory
 
 MASK = "<MASKED>"
 
 
-class OpenHandsMasking(Masking):
+class OpenHandsMasking(StepHistory):
     name = "openhands_masking"
 
     def __init__(self, counter, budget_tokens: int, *, task: str, attention_window: int = 5, **kwargs):

@@ -10,10 +10,10 @@ ends at the task once the window slides.
 
 from __future__ import annotations
 
-from arc_vllm.policies.masking import Masking
+from arc_vllm.policies.step_history import StepHistory
 
 
-class OpenHandsRecent(Masking):
+class OpenHandsRecent(StepHistory):
     name = "openhands_recent"
 
     def __init__(self, counter, budget_tokens: int, *, task: str, keep_first: int = 1,

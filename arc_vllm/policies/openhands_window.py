@@ -11,10 +11,10 @@ ends at the task after each one.
 from __future__ import annotations
 
 from arc_vllm.policies.base import ContextOverflow
-from arc_vllm.policies.masking import Masking
+from arc_vllm.policies.step_history import StepHistory
 
 
-class OpenHandsWindow(Masking):
+class OpenHandsWindow(StepHistory):
     name = "openhands_window"
 
     def on_overflow(self, error=None):

@@ -3,17 +3,17 @@
 Drops: every step older than the window, for good (nothing is stored elsewhere). Costs:
 nothing extra; but each new step shifts the window, so the engine's cached prefix ends at
 the task prefix once the window is full. A forced compaction keeps only the newest
-``keep_after_compaction`` steps. Built on the shared history of ``policies/masking.py``:
+``keep_after_compaction`` steps. Built on the shared history of ``policies/step_history.py``:
 the window is its ``first`` kept step.
 """
 
 from __future__ import annotations
 
 from arc_vllm.policies.base import ContextOverflow
-from arc_vllm.policies.masking import Masking
+from arc_vllm.policies.step_history import StepHistory
 
 
-class SlidingWindow(Masking):
+class SlidingWindow(StepHistory):
     name = "sliding_window"
 
     def __init__(self, counter, budget_tokens: int, *, task: str, keep_after_compaction: int = 2,

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 
-from arc_vllm.policies.masking import Masking, lines
+from arc_vllm.policies.step_history import StepHistory, lines
 
 WINDOW = re.compile(r"\[File: (\S+)")
 
@@ -20,7 +20,7 @@ def window_file(observation: str) -> str | None:
     return match.group(1) if match else None
 
 
-class SweAgentClosedWindow(Masking):
+class SweAgentClosedWindow(StepHistory):
     name = "swe_agent_closed_window"
 
     def shown(self, index):

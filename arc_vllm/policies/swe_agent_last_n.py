@@ -11,10 +11,10 @@ this breaks prompt caching).
 
 from __future__ import annotations
 
-from arc_vllm.policies.masking import Masking, lines
+from arc_vllm.policies.step_history import StepHistory, lines
 
 
-class SweAgentLastN(Masking):
+class SweAgentLastN(StepHistory):
     name = "swe_agent_last_n"
 
     def __init__(self, counter, budget_tokens: int, *, task: str, n: int = 5, polling: int = 1, **kwargs):

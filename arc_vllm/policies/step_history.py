@@ -11,7 +11,7 @@ stored anywhere the agent can reach).
 
 Only the sliding window bounds the prompt (it forgets old steps to stay within its window);
 the others' ``render`` returns what the method would send, whatever its size, and the caller
-counts it as the engine would (a prompt over the window is an overflow). Run ``python -m arc_vllm.policies.masking`` for the peers on a small history.
+counts it as the engine would (a prompt over the window is an overflow). Run ``python -m arc_vllm.policies.step_history`` for the peers on a small history.
 """
 
 from __future__ import annotations
@@ -22,24 +22,24 @@ from arc_vllm.policies.base import SYSTEM, ContextOverflow, prefix_messages, tur
 
 
 @dataclass(frozen=True)
-class Step:
+class HistoryStep:
     thought: str
     action: str
     observation: str
 
 
-class Masking:
+class StepHistory:
     name = "masking"
 
     def __init__(self, counter, budget_tokens: int, *, task: str, system: str = SYSTEM):
         self.counter = counter
         self.budget_tokens = budget_tokens
         self.prefix = prefix_messages(system, task)
-        self.steps: list[Step] = []
+        self.steps: list[HistoryStep] = []
         self.first = 0   # steps[:first] are forgotten (windows); maskers keep them all
 
     def observe(self, action, observation, *, thought="", returncode=None):
-        self.steps.append(Step(thought, action, observation))
+        self.steps.append(HistoryStep(thought, action, observation))
 
     def intercept(self, action, *, thought=""):
         return None
