@@ -108,10 +108,11 @@ class Step:
         self.started = time.perf_counter()
         # ARC's tools are offered once ARC has acted (stubs exist); until then the prompt is
         # the client's own, byte for byte.
-        self.arc_tools = (session.context is not None and session.context.has_acted
-                          and self.arc_tools_fit(session.context))
+        acted = session.context is not None and session.context.has_acted
+        with_arc = engine_tools(self.body, self.request_class, True) if acted else None
+        self.arc_tools = acted and session.context.fits(with_arc)
         try:
-            tools = engine_tools(self.body, self.request_class, self.arc_tools)
+            tools = with_arc if self.arc_tools else engine_tools(self.body, self.request_class, False)
             self.before_tokens = session.take_in(self.body["messages"], tools)
             self.take_in_ms = (time.perf_counter() - self.started) * 1000
         except ValueError as error:
@@ -173,17 +174,15 @@ class Step:
             raise EngineError({"error": dumped.get("error", dumped)},
                               getattr(getattr(result, "error", None), "code", 400) or 400)
 
-    def arc_tools_fit(self, context) -> bool:
-        """Whether F with ARC's tools still leaves the other parts their minimum. Where it
-        does not (a task prefix near the limit), the model uses the text commands the note
-        describes, and the request is served all the same."""
-        return context.fits(engine_tools(self.body, self.request_class, True))
-
     def offer_arc_tools(self) -> bool:
-        if not self.arc_tools_fit(self.context):
+        """Offer ARC's tools from now on, where F with them still leaves the other parts their
+        minimum. Where it does not (a task prefix near the limit), the model uses the text
+        commands the note describes, and the request is served all the same."""
+        with_arc = engine_tools(self.body, self.request_class, True)
+        if not self.context.fits(with_arc):
             return False
         self.arc_tools = True
-        self.context.set_tools(engine_tools(self.body, self.request_class, True))
+        self.context.set_tools(with_arc)
         self.template["tools"] = list(self.body["tools"]) + ARC_TOOLS
         return True
 
