@@ -14,6 +14,8 @@ an AMX machine bfloat16 takes ``amx``, elsewhere ``vec``).
 - A claim whose text keeps its context (the last prompt's own continuation past the last whole
   block): every layer is exact, so the next token's logprobs equal full recomputation's.
 - KV already moved once is never moved again (the error of one move does not add up).
+- Replay's KV figures (``kv/claims.py`` ``ClaimReplay``) predict exactly what the engine's connector
+  claimed over the same prompts and warm-up stages.
 - Requests without ``arc_session`` are never claimed for; a session saved before others filled
   ``host_tokens`` is dropped on both sides and claims nothing.
 - vLLM's connector contract: a request that waits for blocks (a small KV cache, asked again at
@@ -84,15 +86,14 @@ def prefill(llm, request_id: str, tokens: list[int], session: str | None = None,
 def make_engine(dtype: str, **extra):
     from vllm import LLM
 
-    from arc_vllm.serving.plugin import KV_CONNECTOR
+    from arc_vllm.kv.config import KVReuseConfig
 
     # Room for one saved prompt: a second session's save drops the first's. Chunked prefill in
     # 256-token steps, so a request can be aborted mid-prefill.
     return LLM(model=str(prepare_tiny()), enforce_eager=True, max_model_len=1024, dtype=dtype,
                enable_prefix_caching=True, gpu_memory_utilization=0.1, num_gpu_blocks_override=BLOCKS,
                max_num_batched_tokens=256,
-               kv_transfer_config=dict(KV_CONNECTOR, kv_connector_extra_config={"host_tokens": HOST_TOKENS,
-                                                                                 **extra}))
+               kv_transfer_config=KVReuseConfig(host_tokens=HOST_TOKENS, other=extra).transfer_config())
 
 
 def relative(a: torch.Tensor, b: torch.Tensor) -> float:
@@ -118,12 +119,14 @@ def engine_check(dtype: str) -> dict:
     # Moved run, with reuse.
     prefill(llm, "last", LAST, session="s")
     [warm] = warmup_boundaries(LAST, COMPACTED, block, 16)
+    staged_before = connector.num_supplied_tokens
     prefill(llm, "warm-up", COMPACTED[:warm], session="s", save=False)
     before = connector.num_supplied_tokens
     reused = prefill(llm, "compacted", COMPACTED, session="s")
     claimed = connector.num_supplied_tokens - before
     planned = claim_pieces(LAST, index_runs(LAST, 16), COMPACTED, warm, 16)
-    result.update(warm=warm, claimed=claimed, planned=claimed_tokens(planned), cached=reused["cached"])
+    result.update(warm=warm, claimed=claimed, planned=claimed_tokens(planned), cached=reused["cached"],
+                  claimed_with_stages=connector.num_supplied_tokens - staged_before)
     # Move the run again (other new text before it): the view saved for "s" holds it moved, so
     # nothing of it is claimed; for "u", whose saved view computed it, it is.
     again = HEAD + list(range(6000, 6060)) + RUN + TAIL
@@ -133,10 +136,12 @@ def engine_check(dtype: str) -> dict:
         if session == "u":
             prefill(llm, "compacted-u", COMPACTED, session="u")
             llm.reset_prefix_cache()
+        staged_before = connector.num_supplied_tokens
         prefill(llm, f"stage-{session}", again[:stage], session=session, save=False)
         before = connector.num_supplied_tokens
         prefill(llm, f"again-{session}", again, session=session, save=False)
         result[f"claimed_again_{session}"] = connector.num_supplied_tokens - before
+        result[f"claimed_again_{session}_with_stages"] = connector.num_supplied_tokens - staged_before
     result.update(again_claimable=len(again) - 1 - stage, again_stage=stage, again_run_start=len(HEAD) + 60)
     # The same prompt recomputed from scratch, without a session.
     llm.reset_prefix_cache()
@@ -329,6 +334,20 @@ def test_kv_is_moved_at_most_once(check):
 
 
 @pytest.mark.slow
+def test_replay_figures_follow_the_engines_claims(check):
+    """Replay's KV figures (``kv/claims.py`` ``ClaimReplay``) come from the connector's own
+    rule: over the same prompts and stages, they claim what the engine's connector claimed."""
+    from arc_vllm.kv.claims import ClaimReplay
+
+    claims = ClaimReplay(block_size=check["block_size"])
+    claims.next(LAST, 0)
+    assert claims.next(COMPACTED, len(HEAD))["staged"] == check["claimed_with_stages"] > 0
+    again = HEAD + list(range(6000, 6060)) + RUN + TAIL
+    # The engine's prefix cache was emptied before this view: the hit was 0.
+    assert claims.next(again, 0)["staged"] == check["claimed_again_s_with_stages"]
+
+
+@pytest.mark.slow
 def test_sessions_beyond_the_host_budget_are_dropped_on_both_sides(check):
     assert check["scheduler_sessions"] == check["worker_sessions"] == ["t"]
     assert check["claimed_after_drop"] == 0  # "s" has nothing saved any more
@@ -373,9 +392,9 @@ if __name__ == "__main__":
     if command == "fp8":
         from vllm import LLM
 
-        from arc_vllm.serving.plugin import KV_CONNECTOR
+        from arc_vllm.kv.config import KVReuseConfig
 
         LLM(model=str(prepare_tiny()), enforce_eager=True, max_model_len=1024, dtype=dtype,
-            kv_cache_dtype="fp8", gpu_memory_utilization=0.1, kv_transfer_config=KV_CONNECTOR)
+            kv_cache_dtype="fp8", gpu_memory_utilization=0.1, kv_transfer_config=KVReuseConfig().transfer_config())
     else:
         print(json.dumps(engine_check(dtype) if command == "check" else wrong_layout_check(dtype)))

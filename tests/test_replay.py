@@ -166,21 +166,29 @@ def test_the_peers_replay_the_same_logs_side_by_side(tmp_path):
     assert bad.returncode == 2 and "llm_summary cannot replay logs" in bad.stderr
 
 
-def test_kv_spans_claimable_is_contiguous_after_the_hit_and_relocatable_is_the_bound():
-    from arc_vllm.kv.spans import reusable_spans
+def test_kv_claims_replay_is_the_connectors_rule_with_moves_made_once():
+    from arc_vllm.kv.claims import ClaimReplay
+
+    def replay(*prompts_and_hits, block_size=16):
+        claims = ClaimReplay(block_size=block_size, min_run=16)
+        return [claims.next(prompt, hit) for prompt, hit in prompts_and_hits]
 
     earlier = list(range(100)) + list(range(1000, 1200))
     # After a 64-token hit: 10 new tokens, then a 200-token span of the earlier prompt moved.
     current = list(range(64)) + list(range(500, 510)) + list(range(1000, 1200)) + [7]
-    spans = reusable_spans(earlier, current, hit=64, min_run=16, block_size=16)
     # A warm-up stage to the block boundary inside the moved span (80) lets the connector
     # claim it from there: 80..273, the last token computed.
-    assert spans == {"claimable": 0, "staged": 194, "relocatable": 200}
-    # The run right after the hit continues in the earlier prompt: claimable, up to one token
-    # short of the end (the engine computes the last token itself).
-    current = list(range(64)) + list(range(64, 100))
-    assert reusable_spans(earlier, current, hit=64, min_run=16) == {"claimable": 35, "staged": 35,
-                                                                   "relocatable": 36}
-    # Runs shorter than min_run do not count; no earlier prompt, nothing.
-    assert reusable_spans(earlier, list(range(64)) + list(range(10, 20)), 64, 16)["relocatable"] == 0
-    assert reusable_spans(None, current, 0) == {"claimable": 0, "staged": 0, "relocatable": 0}
+    assert replay((earlier, 0), (current, 64))[1] == {"claimable": 0, "staged": 194, "relocatable": 200}
+    # The same span moved again by the next compaction: its KV was moved once, so it is not
+    # claimed again (the error of a move does not add up); the bound still counts it.
+    again = list(range(64)) + list(range(600, 640)) + list(range(1000, 1200)) + [8]
+    assert replay((earlier, 0), (current, 64), (again, 64))[2] == {"claimable": 0, "staged": 0,
+                                                                   "relocatable": 200}
+    # The run right after the hit continues in the earlier prompt: claimed in place, up to one
+    # token short of the end (the engine computes the last token itself).
+    continued = list(range(64)) + list(range(64, 100))
+    assert replay((earlier, 0), (continued, 64), block_size=128)[1] == {"claimable": 35, "staged": 35,
+                                                                        "relocatable": 36}
+    # Runs shorter than min_run do not count; the first prompt of a session, nothing.
+    assert replay((earlier, 0), (list(range(64)) + list(range(10, 20)), 64))[1]["relocatable"] == 0
+    assert replay((continued, 0)) == [{"claimable": 0, "staged": 0, "relocatable": 0}]

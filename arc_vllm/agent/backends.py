@@ -18,7 +18,7 @@ works on CPU): a state that must be JSON, an action that must be one of the task
 
 With ``kv_reuse=True`` the in-process engine runs ARC's KV-reuse connector
 (``serving/kv_connector.py``) and ``complete(..., session=ID)`` does what ``arc-vllm serve
---arc-kv-reuse`` does: the warm-up (``serving/kv_warmup.py``) and the session on the request,
+--arc-kv-reuse`` does: the warm-up (``kv/warmup.py``) and the session on the request,
 so an episode's compacted views reuse its last view's KV (``arc-vllm bench kv-reuse``).
 
 Greedy decoding (temperature 0) by default, so runs repeat. Run ``python -m
@@ -34,6 +34,9 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 
 from arc_vllm.core.errors import is_context_length_error
+from arc_vllm.kv.config import KVReuseConfig
+from arc_vllm.kv.extra_args import ArcExtraArgs
+from arc_vllm.kv.warmup import Stage, WarmupPlanner
 
 
 class ContextLengthError(RuntimeError):
@@ -72,15 +75,14 @@ class VllmBackend:
         engine = dict(max_model_len=context_window, enforce_eager=True, max_num_seqs=max_num_seqs,
                       seed=seed, enable_prefix_caching=True)
         if kv_reuse:
-            from arc_vllm.kv import KV_CONNECTOR
-
-            engine["kv_transfer_config"] = dict(KV_CONNECTOR)
+            engine["kv_transfer_config"] = KVReuseConfig().transfer_config()
         engine.update(engine_args)
         self.llm = LLM(self.model, **engine)
         # Sessions reuse KV only while kv_reuse is on (the connector leaves other requests alone).
         self.kv_reuse = kv_reuse
-        self.recompute_tokens = recompute_tokens
-        self.last_views: dict[str, list[int]] = {}
+        vllm_config = self.llm.llm_engine.vllm_config
+        self.warmup = WarmupPlanner(vllm_config.cache_config.block_size, KVReuseConfig.of_vllm(vllm_config),
+                                    recompute_tokens)
         self.warmup_tokens_computed = 0
         self.requests: queue.Queue = queue.Queue()
         self.num_batches = 0
@@ -96,34 +98,22 @@ class VllmBackend:
         return future.result()
 
     def _warm_up(self, batch: list[tuple]) -> None:
-        """KV reuse: each session's warm-up stages (``serving/kv_warmup.py``), stage by stage
-        across the batch."""
+        """KV reuse: each session's warm-up stages (``kv/warmup.py``), stage k of every
+        session in one batch."""
         from vllm import SamplingParams, TokensPrompt
 
-        from arc_vllm.kv import MIN_RUN
-        from arc_vllm.kv.spans import warmup_boundaries
-
         tokenizer = self.llm.get_tokenizer()
-        block_size = self.llm.llm_engine.vllm_config.cache_config.block_size
-        stages = []
-        for messages, *_, session in batch:
-            if session is None:
-                continue
-            tokens = list(tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True))
-            boundaries = warmup_boundaries(self.last_views.get(session), tokens, block_size, MIN_RUN,
-                                           self.recompute_tokens)
-            self.last_views[session] = tokens
-            stages.append((session, tokens, boundaries))
-        for stage in range(max((len(boundaries) for *_, boundaries in stages), default=0)):
-            todo = [(session, tokens[:boundaries[stage]]) for session, tokens, boundaries in stages
-                    if stage < len(boundaries)]
-            params = [SamplingParams(max_tokens=1, extra_args={
-                "arc_session": session, "arc_kv_save": False, "arc_kv_recompute": self.recompute_tokens})
-                for session, _ in todo]
-            outputs = self.llm.generate([TokensPrompt(prompt_token_ids=prompt) for _, prompt in todo],
-                                        params, use_tqdm=False)
-            self.warmup_tokens_computed += sum(len(output.prompt_token_ids) - output.num_cached_tokens
-                                               for output in outputs)
+        views = [(session, list(tokenizer.apply_chat_template(messages, add_generation_prompt=True,
+                                                              tokenize=True)))
+                 for messages, *_, session in batch if session is not None]
+
+        def send(stages: list[Stage]) -> list:
+            return self.llm.generate([TokensPrompt(prompt_token_ids=stage.prompt) for stage in stages],
+                                     [SamplingParams(max_tokens=1, extra_args=stage.extra_args)
+                                      for stage in stages], use_tqdm=False)
+
+        for _, output in self.warmup.warm_up(views, send):
+            self.warmup_tokens_computed += len(output.prompt_token_ids) - output.num_cached_tokens
 
     def _params(self, max_tokens: int, constraint: tuple, session: str | None = None):
         from vllm import SamplingParams
@@ -132,7 +122,7 @@ class VllmBackend:
         json_schema, regex = constraint
         structured = StructuredOutputsParams(json=json_schema) if json_schema else \
             StructuredOutputsParams(regex=regex) if regex else None
-        extra = {"arc_session": session, "arc_kv_recompute": self.recompute_tokens} \
+        extra = ArcExtraArgs(session=session, recompute_tokens=self.warmup.recompute_tokens).to_dict() \
             if self.kv_reuse and session is not None else None
         return SamplingParams(max_tokens=max_tokens, temperature=self.temperature, seed=self.seed,
                               structured_outputs=structured, extra_args=extra)

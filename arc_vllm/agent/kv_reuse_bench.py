@@ -7,7 +7,7 @@ connector (``serving/kv_connector.py``), for every pair and mode, from an empty 
 
 - ``off``: the previous view, then the compacted view (vLLM's prefix cache only);
 - ``on`` (and ``on+rN``: the run's first N tokens recomputed): the previous view under a
-  session (the connector saves its KV), the warm-up stages (``serving/kv_warmup.py``), then
+  session (the connector saves its KV), the warm-up stages (``kv/warmup.py``), then
   the compacted view (at each, the connector claims what it can and fills it with
   ``relocate_kv``).
 
@@ -43,9 +43,10 @@ import time
 from pathlib import Path
 
 from arc_vllm.agent.importers import read_all
-from arc_vllm.kv import MIN_RUN
-from arc_vllm.kv.spans import warmup_boundaries
 from arc_vllm.agent.replay import apply_step, start_context
+from arc_vllm.kv.config import KVReuseConfig
+from arc_vllm.kv.extra_args import ArcExtraArgs
+from arc_vllm.kv.warmup import WarmupPlanner
 
 GENERATED = 32
 TOP_LOGPROBS = 20
@@ -99,47 +100,40 @@ class SessionRunner:
     """A session's views through the in-process engine, with or without KV reuse."""
 
     def __init__(self, llm):
-        from vllm import SamplingParams
-
         self.llm = llm
         engine = llm.llm_engine
         self.block_size = engine.vllm_config.cache_config.block_size
+        self.config = KVReuseConfig.of_vllm(engine.vllm_config)
         self.connector = engine.engine_core.engine_core.scheduler.connector
-        self.sampling = SamplingParams
         self.runs = 0
 
-    def generate(self, tokens: list[int], session: str | None = None, full: bool = False,
-                 recompute: int = 0, save: bool = True):
-        from vllm import TokensPrompt
+    def generate(self, tokens: list[int], extra_args: dict | None, full: bool = False):
+        from vllm import SamplingParams, TokensPrompt
 
-        extra = {"arc_session": session, "arc_kv_recompute": recompute, "arc_kv_save": save} \
-            if session else None
-        params = self.sampling(max_tokens=GENERATED if full else 1, temperature=0.0,
-                               ignore_eos=True, logprobs=TOP_LOGPROBS if full else None,
-                               extra_args=extra)
+        params = SamplingParams(max_tokens=GENERATED if full else 1, temperature=0.0, ignore_eos=True,
+                                logprobs=TOP_LOGPROBS if full else None, extra_args=extra_args or None)
         return self.llm.generate([TokensPrompt(prompt_token_ids=tokens)], params, use_tqdm=False)[0]
 
     def session(self, views: list[tuple[list[int], bool]], recompute: int | None) -> list[dict]:
         """One session's views in order (``measured``: generate GENERATED tokens with logprobs)
-        from an empty prefix cache; ``recompute`` None: no reuse (off)."""
+        from an empty prefix cache; ``recompute`` None: no reuse (off). With reuse, each view's
+        warm-up stages go first, planned as the server plans them (``kv/warmup.py``)."""
         self.llm.reset_prefix_cache()
         self.runs += 1
         session = f"bench-{self.runs}" if recompute is not None else None
-        previous, results = None, []
+        planner = WarmupPlanner(self.block_size, self.config, recompute or 0)
+        extra = ArcExtraArgs(session=session, recompute_tokens=recompute or 0).to_dict()
+        results = []
         for tokens, measured in views:
-            computed, boundaries = 0, []
             before = self.connector.num_supplied_tokens
-            if session is not None:
-                boundaries = warmup_boundaries(previous, tokens, self.block_size, MIN_RUN, recompute)
-                for boundary in boundaries:
-                    output = self.generate(tokens[:boundary], session, recompute=recompute, save=False)
-                    computed += boundary - output.num_cached_tokens
-            output = self.generate(tokens, session, full=measured, recompute=recompute or 0)
+            stages = planner.warm_up([(session, tokens)], lambda batch: [
+                self.generate(stage.prompt, stage.extra_args) for stage in batch]) if session else []
+            output = self.generate(tokens, extra, full=measured)
             # num_cached_tokens counts the connector's tokens too: computed is what the engine ran.
+            computed = sum(len(stage.prompt) - staged.num_cached_tokens for stage, staged in stages)
             computed += len(tokens) - output.num_cached_tokens
-            results.append({"computed": computed, "stages": len(boundaries), "measured": measured,
+            results.append({"computed": computed, "stages": len(stages), "measured": measured,
                             "reused": self.connector.num_supplied_tokens - before, "output": output.outputs[0]})
-            previous = tokens
         return results
 
 
@@ -177,7 +171,7 @@ def niah_accuracy(backend, out: Path, reuse: bool, tasks: int, max_calls: int, c
     from arc_vllm.agent.niah_bench import run as run_niah
 
     backend.kv_reuse = reuse
-    backend.last_views.clear()
+    backend.warmup.forget()
     backend.llm.reset_prefix_cache()
     started = time.perf_counter()
     summary = run_niah(str(out), ["arc"], [42], tasks, counter, settings=[Setting()],
@@ -208,26 +202,69 @@ def machine(llm) -> dict:
             "cpu_flags": [flag for flag in CPU_FLAGS if flag in words], "kv_reuse_check": checks}
 
 
+def start_engine(model: str | None, context_window: int, dtype: str, log):
+    """The in-process engine with ARC's connector (the runner reads the connector's own count
+    of claimed tokens), and what the figures depend on; refuses a connector whose layout check
+    failed (it would reuse nothing)."""
+    from arc_vllm.agent.backends import VllmBackend
+
+    os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
+    backend = VllmBackend(model, context_window=context_window, kv_reuse=True, dtype=dtype)
+    where = machine(backend.llm)
+    print(f"engine: attention {where['isa']}, {where['dtype']}, CPU flags {' '.join(where['cpu_flags'])}",
+          file=log)
+    if not all(check["ok"] for check in where["kv_reuse_check"]):
+        backend.close()
+        raise RuntimeError(f"KV reuse failed its start-up layout check, so it is off: {where['kv_reuse_check']}")
+    return backend, where
+
+
+def measure_pairs(runner: SessionRunner, pairs: list[dict], modes: dict, log) -> tuple[dict, dict, list]:
+    """Every compaction pair, off and in every reuse mode, from exact KV: the prefill computed
+    off, each mode's figures against off, and one row per pair."""
+    totals = {mode: {"computed": 0, "stages": 0, "reused": 0, "agreement": [], "kl": []} for mode in modes}
+    per_pair = []
+    for index, pair in enumerate(pairs):
+        views = [(pair["previous"], False), (pair["current"], True)]
+        reference = runner.session(views, None)[-1]
+        row = {"trajectory": pair["trajectory"], "step": pair["step"],
+               "prompt_tokens": len(pair["current"]), "computed": {"off": reference["computed"]}}
+        totals["off"]["computed"] += reference["computed"]
+        for mode, tokens in modes.items():
+            if tokens is None:
+                continue
+            result = runner.session(views, tokens)[-1]
+            agreement, kl = agreement_and_kl(reference["output"], result["output"])
+            for key in ("computed", "stages", "reused"):
+                totals[mode][key] += result[key]
+            totals[mode]["agreement"].append(agreement)
+            totals[mode]["kl"].append(kl)
+            row["computed"][mode] = result["computed"]
+            row.setdefault("agreement", {})[mode] = agreement
+            row.setdefault("kl", {})[mode] = round(kl, 5)
+        per_pair.append(row)
+        print(f"  turn {index + 1}/{len(pairs)}: {json.dumps(row['computed'])}", file=log)
+    variants = {mode: {"recompute_tokens": tokens,
+                       "prefill_tokens_computed": totals[mode]["computed"],
+                       "kv_reused_tokens": totals[mode]["reused"],
+                       "warmup_stages": totals[mode]["stages"],
+                       "greedy_agreement": round(sum(totals[mode]["agreement"]) / len(pairs), 4),
+                       "mean_kl": round(sum(totals[mode]["kl"]) / len(pairs), 5)}
+                for mode, tokens in modes.items() if tokens is not None}
+    return totals["off"], variants, per_pair
+
+
 def run(out: str, paths: list[str], model: str | None, context_window: int, max_tokens: int,
         pairs_limit: int, recompute: list[int], niah_tasks: int, niah_max_calls: int, chains: int = 2,
         log=sys.stderr, dtype: str = "auto") -> dict:
-    from arc_vllm.agent.backends import VllmBackend
     from arc_vllm.core.config import ArcConfig
     from arc_vllm.core.tokens import load_counter
 
     started = time.perf_counter()
     out_dir = Path(out)
     out_dir.mkdir(parents=True, exist_ok=True)
-    # The engine in this process: the runner reads the connector's own count of claimed tokens.
-    os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
-    backend = VllmBackend(model, context_window=context_window, kv_reuse=True, dtype=dtype)
+    backend, where = start_engine(model, context_window, dtype, log)
     try:
-        where = machine(backend.llm)
-        print(f"engine: attention {where['isa']}, {where['dtype']}, CPU flags {' '.join(where['cpu_flags'])}",
-              file=log)
-        if not all(check["ok"] for check in where["kv_reuse_check"]):
-            raise RuntimeError(f"KV reuse failed its start-up layout check, so it is off: "
-                               f"{where['kv_reuse_check']}")
         counter = load_counter(backend.model)
         replayed = replayed_views(paths, ArcConfig.for_window(context_window, max_tokens), counter)
         pairs = compaction_pairs(replayed, pairs_limit)
@@ -237,47 +274,18 @@ def run(out: str, paths: list[str], model: str | None, context_window: int, max_
               file=log)
         runner = SessionRunner(backend.llm)
         modes = {"off": None, **{("on" if r == 0 else f"on+r{r}"): r for r in recompute}}
-        totals = {mode: {"computed": 0, "stages": 0, "reused": 0, "agreement": [], "kl": []} for mode in modes}
-        per_pair = []
-        for index, pair in enumerate(pairs):
-            views = [(pair["previous"], False), (pair["current"], True)]
-            reference = runner.session(views, None)[-1]
-            row = {"trajectory": pair["trajectory"], "step": pair["step"],
-                   "prompt_tokens": len(pair["current"]), "computed": {"off": reference["computed"]}}
-            totals["off"]["computed"] += reference["computed"]
-            for mode, tokens in modes.items():
-                if tokens is None:
-                    continue
-                result = runner.session(views, tokens)[-1]
-                agreement, kl = agreement_and_kl(reference["output"], result["output"])
-                for key in ("computed", "stages", "reused"):
-                    totals[mode][key] += result[key]
-                totals[mode]["agreement"].append(agreement)
-                totals[mode]["kl"].append(kl)
-                row["computed"][mode] = result["computed"]
-                row.setdefault("agreement", {})[mode] = agreement
-                row.setdefault("kl", {})[mode] = round(kl, 5)
-            per_pair.append(row)
-            print(f"  turn {index + 1}/{len(pairs)}: {json.dumps(row['computed'])}", file=log)
-        variants = {mode: {"recompute_tokens": tokens,
-                           "prefill_tokens_computed": totals[mode]["computed"],
-                           "kv_reused_tokens": totals[mode]["reused"],
-                           "warmup_stages": totals[mode]["stages"],
-                           "greedy_agreement": round(sum(totals[mode]["agreement"]) / len(pairs), 4),
-                           "mean_kl": round(sum(totals[mode]["kl"]) / len(pairs), 5)}
-                    for mode, tokens in modes.items() if tokens is not None}
+        off, variants, per_pair = measure_pairs(runner, pairs, modes, log)
         first = next(iter(variants))
         chain = chained(runner, replayed, chains, variants[first]["recompute_tokens"], log) if chains else {}
-        niah = {"off": niah_accuracy(backend, out_dir / "niah-off", False, niah_tasks, niah_max_calls,
-                                     context_window, counter),
-                "on": niah_accuracy(backend, out_dir / "niah-on", True, niah_tasks, niah_max_calls,
-                                    context_window, counter)} if niah_tasks else {}
+        niah = {mode: niah_accuracy(backend, out_dir / f"niah-{mode}", mode == "on", niah_tasks,
+                                    niah_max_calls, context_window, counter)
+                for mode in ("off", "on")} if niah_tasks else {}
     finally:
         backend.close()
     result = {"model": backend.model, "machine": where, "context_window": context_window,
               "compaction_turns": len(pairs),
               "compaction_prompt_tokens": sum(len(pair["current"]) for pair in pairs),
-              "prefill_tokens_computed": {"off": totals["off"]["computed"],
+              "prefill_tokens_computed": {"off": off["computed"],
                                           "on": variants[first]["prefill_tokens_computed"]},
               "greedy_agreement": variants[first]["greedy_agreement"],
               "mean_kl": variants[first]["mean_kl"],

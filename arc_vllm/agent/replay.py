@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 
 from arc_vllm.agent.importers import read_all
-from arc_vllm.kv.spans import reusable_spans
+from arc_vllm.kv.claims import ClaimReplay
 from arc_vllm.agent.trajectory import Trajectory
 from arc_vllm.core.commands import parse_commands
 from arc_vllm.core.config import ArcConfig
@@ -75,6 +75,7 @@ def replay_one(trajectory: Trajectory, config: ArcConfig, counter) -> dict:
     context = start_context(trajectory, config, counter)
     full_tokens = context.prefix_tokens  # what a full-context prompt would hold so far
     previous_ids = None
+    claims = ClaimReplay(block_size=PREFIX_BLOCK_TOKENS)  # what --arc-kv-reuse's connector would claim
     calls, observations = [], []
     for step in trajectory.steps:
         started = time.perf_counter()
@@ -82,7 +83,7 @@ def replay_one(trajectory: Trajectory, config: ArcConfig, counter) -> dict:
         elapsed_ms = (time.perf_counter() - started) * 1000
         token_ids = counter.prompt_token_ids(view.messages)
         hit = reusable_prefix_tokens(previous_ids, token_ids)
-        spans = reusable_spans(previous_ids, token_ids, hit, block_size=PREFIX_BLOCK_TOKENS)
+        spans = claims.next(token_ids, hit)
         calls.append({"step": context.step + 1, "prompt_tokens": view.tokens,
                       "full_context_tokens": full_tokens, "compacted": view.compacted,
                       "render_ms": round(elapsed_ms, 3), "components": view.components,

@@ -1,18 +1,14 @@
-"""KV reuse's own ideas, below both the server and the agent harness that use them:
+"""KV reuse's own ideas, below both the server and the agent harness that use them. Pure Python:
+no vLLM or torch.
 
-    spans.py   the token arithmetic: what of a prompt an earlier one computed (claims, runs,
-               warm-up stage boundaries)
+    spans.py       the token arithmetic: runs an earlier prompt holds, claim pieces, where
+                   warm-up stages end
+    claims.py      what the connector claims for a session's prompt (move-once rule included);
+                   ``ClaimReplay`` runs that rule without an engine, for replay's figures
+    warmup.py      the warm-up stage planner, behind a "send these prompts" callable
+    extra_args.py  ARC's keys on a request (``arc_session``, ``arc_kv_save``, ...), typed
+    config.py      the connector's knobs (``min_run``, ``host_tokens``) and its
+                   ``kv_transfer_config``, read by the connector and every stager alike
 
-``MIN_RUN``, and ``KV_CONNECTOR``, the vLLM ``kv_transfer_config`` that installs ARC's connector
-(``serving/kv_connector.py``), used by ``--arc-kv-reuse`` and by ``VllmBackend(kv_reuse=True)``.
-Pure Python: no vLLM or torch.
+The connector itself (vLLM's engine-facing halves) is ``serving/kv_connector.py``.
 """
-
-# The shortest run of tokens worth claiming. The connector reads ``min_run`` from its
-# ``kv_connector_extra_config`` (this by default); whoever stages a prompt (the server's
-# warm-up, the in-process backend, the bench) stages with the same value, or stages and claims
-# would disagree.
-MIN_RUN = 16
-
-KV_CONNECTOR = {"kv_connector": "ArcKVConnector", "kv_role": "kv_both",
-                "kv_connector_module_path": "arc_vllm.serving.kv_connector"}

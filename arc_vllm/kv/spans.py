@@ -1,22 +1,19 @@
-"""What of a new prompt's KV an earlier prompt already computed, beyond vLLM's prefix cache.
+"""What of a new prompt's KV an earlier prompt already computed, beyond vLLM's prefix cache:
+the token arithmetic under KV reuse.
 
 vLLM's prefix cache reuses whole blocks of the longest common prefix. A KV connector can claim
 more, but only a contiguous run right after that hit (``get_num_new_matched_tokens``), and it
 must fill the run from KV it holds: spans of the earlier prompt, moved by ``relocate_kv`` when
-their position changed. Three figures per prompt, in tokens after the prefix-cache hit:
+their position changed.
 
-- ``claimable``: the longest run starting at the hit that appears contiguously in the earlier
-  prompt (what a connector under vLLM's interface can supply);
-- ``staged``: what the connector claims when the server sends the prompt in warm-up stages
-  (``warmup_boundaries``), each claim starting inside a reusable run;
-- ``relocatable``: every token covered by runs of at least ``min_run`` tokens that appear in the
-  earlier prompt, wherever they sit (what a non-contiguous scheme such as CacheBlend could
-  reuse: the upper bound).
+- ``index_runs`` / ``best_match`` / ``matched_runs``: the runs of ``min_run`` tokens or more
+  that a new prompt shares with an earlier one, wherever they sit;
+- ``claim_pieces``: the contiguous run after the hit that the earlier prompt can supply, piece
+  by piece (``claims.plan_claim`` adds the connector's in-place and move-once rules);
+- ``warmup_boundaries``: where to cut a view into warm-up stages so that claims start where
+  reusable runs start (``warmup.py``).
 
-Pure token arithmetic; ``agent.replay`` records all three for every call. ``claim_pieces`` is what
-the KV-reuse connector (``serving/kv_connector.py``) claims, piece by piece, and
-``warmup_boundaries`` how the server cuts a view into warm-up stages so that claims start where
-reusable runs start (``serving/kv_warmup.py``).
+Pure token arithmetic; ``claims.ClaimReplay`` turns it into replay's three figures per call.
 """
 
 from __future__ import annotations
@@ -48,24 +45,6 @@ def longest_match(earlier: list[int], index: dict, current: list[int], at: int, 
     """Length of the longest run of ``current`` from ``at`` found in ``earlier`` (0 if shorter
     than ``min_run``)."""
     return best_match(earlier, index, current, at, min_run, len(current))[1]
-
-
-def reusable_spans(earlier: list[int] | None, current: list[int], hit: int, min_run: int = 16,
-                   block_size: int = 128) -> dict:
-    """``claimable``, ``staged`` and ``relocatable`` tokens of ``current`` after ``hit`` (see
-    above; ``staged``: what the connector claims over the server's warm-up stages, stage by
-    stage as the engine runs them; ``hit`` must be the block-aligned common prefix)."""
-    if not earlier:
-        return {"claimable": 0, "staged": 0, "relocatable": 0}
-    index = index_runs(earlier, min_run)
-    claimable = longest_match(earlier, index, current, hit, min_run)
-    # The last prompt token is always computed (the engine needs one to sample from).
-    claimable = min(claimable, max(0, len(current) - 1 - hit))
-    relocatable = sum(length for _, length in matched_runs(earlier, index, current, hit, min_run))
-    boundaries = warmup_boundaries(earlier, current, block_size, min_run, index=index)
-    staged = sum(claimed_tokens(claim_pieces(earlier, index, current[:end], start, min_run))
-                 for start, end in zip([hit, *boundaries], [*boundaries, len(current)]))
-    return {"claimable": claimable, "staged": staged, "relocatable": relocatable}
 
 
 def claim_pieces(earlier: list[int], index: dict, current: list[int], hit: int,

@@ -19,9 +19,10 @@ from __future__ import annotations
 import json
 import os
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from arc_vllm.core.errors import is_context_length_error
+from arc_vllm.kv.extra_args import ArcExtraArgs
 from arc_vllm.serving import metrics
 from arc_vllm.serving.processes import REPLICA
 from arc_vllm.serving.sessions import SessionError
@@ -87,7 +88,7 @@ class Loop:
     own_ms: float = 0.0  # all of ARC's own time: archiving, rendering, serving commands
 
 
-class Step:
+class ChatStep:
     """One ARC request on a session, between taking its messages in and the arc object: the
     engine calls (``call``), the commands served between them (``serve``). The caller holds
     the session's lock from ``begin`` until ``end``."""
@@ -98,7 +99,8 @@ class Step:
         self.serving = serving
         self.raw_request = raw_request
         self.request_class = request_class
-        self.kv_warmup = kv_warmup and (session.id, kv_warmup)
+        self.session_id = session.id
+        self.kv_warmup = kv_warmup
         self.loop = Loop()
 
     def begin(self) -> None:
@@ -154,11 +156,12 @@ class Step:
                 loop.views.append(view.messages)
             metrics.VIEW_TOKENS.observe(view.tokens)
             # The engine-side hook counts this session's compactions per request.
-            template["vllm_xargs"]["arc_compactions"] = context.num_compactions - self.compactions
+            arc_args = ArcExtraArgs(session=self.session_id,
+                                    compactions=context.num_compactions - self.compactions)
             if self.kv_warmup:
-                session_id, warmup = self.kv_warmup
-                template["vllm_xargs"]["arc_kv_recompute"] = warmup.recompute_tokens
-                loop.warmup_tokens += await warmup.before(session_id, view.messages, context.tools)
+                arc_args = replace(arc_args, recompute_tokens=self.kv_warmup.recompute_tokens)
+                loop.warmup_tokens += await self.kv_warmup.before(self.session_id, view.messages, context.tools)
+            template["vllm_xargs"].update(arc_args.to_dict())
             fields = dict(template, stream=stream)
             if stream:  # ARC counts every call's usage, whatever the client asked for
                 fields["stream_options"] = {"include_usage": True}
@@ -252,7 +255,7 @@ async def complete(body: dict, session, serving, raw_request, request_class, kv_
     (``serving/kv_warmup.py``, with ``--arc-kv-reuse``) runs before each engine call."""
     check_body(body)
     async with session.lock:
-        step = Step(body, session, serving, raw_request, request_class, kv_warmup)
+        step = ChatStep(body, session, serving, raw_request, request_class, kv_warmup)
         step.begin()
         try:
             while True:
@@ -275,7 +278,7 @@ def request_template(body: dict, xargs: dict, session, tools, arc_tools: bool) -
                 if key not in ("messages", "stream", "stream_options", "max_completion_tokens")}
     max_tokens = min(int(body.get("max_tokens") or body.get("max_completion_tokens")
                          or config.max_tokens), config.max_tokens)
-    template.update(max_tokens=max_tokens, vllm_xargs={**xargs, "arc_session": session.id},
+    template.update(max_tokens=max_tokens, vllm_xargs={**xargs, **ArcExtraArgs(session=session.id).to_dict()},
                     stream=False)
     if tools:
         template["tools"] = list(body["tools"]) + (ARC_TOOLS if arc_tools else [])

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 
-from arc_vllm.serving.chat import EngineError, Step, check_body
+from arc_vllm.serving.chat import ChatStep, EngineError, check_body
 from arc_vllm.serving.sessions import SessionError
 from arc_vllm.serving.stream_filter import HeldBack
 
@@ -31,7 +31,7 @@ async def open_stream(body: dict, session, serving, raw_request, request_class, 
         raise SessionError("n: a streamed ARC answer has one choice (n=1); ask without stream "
                            "for several, or name no session")
     await session.lock.acquire()
-    step = Step(body, session, serving, raw_request, request_class, kv_warmup)
+    step = ChatStep(body, session, serving, raw_request, request_class, kv_warmup)
     try:
         step.begin()
         events = await step.call(stream=True)
@@ -83,7 +83,7 @@ class Generation:
         return ChatMessage(role="assistant", content=self.content or None, tool_calls=calls)
 
 
-async def relay(step: Step, events, include_usage: bool):
+async def relay(step: ChatStep, events, include_usage: bool):
     base, arc = None, None
     role_sent = False
     client_calls = 0  # the client's tool calls numbered across generations

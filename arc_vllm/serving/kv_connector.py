@@ -5,7 +5,8 @@ Installed by ``--arc-kv-reuse`` (``serving/plugin.py``) as
 "arc_vllm.serving.kv_connector", "kv_role": "kv_both"}'``. It acts only on requests whose
 ``sampling_params.extra_args`` hold ``arc_session``; every other request passes untouched.
 ``arc_kv_recompute`` N there: claim nothing unless the run's first N tokens were computed;
-``arc_kv_save`` false: a warm-up stage (``serving/kv_warmup.py``), claimed for, never saved.
+``arc_kv_save`` false: a warm-up stage (``kv/warmup.py``), claimed for, never saved (the keys:
+``kv/extra_args.py``).
 
 This class is the engine-facing shim; vLLM runs one instance per side and each delegates:
 
@@ -21,7 +22,8 @@ The halves talk only through vLLM's channels (``kv_connector_meta.py``): per-ste
 down, the layout check up once at start. Reused KV is exact at layer 0 and approximate deeper
 (the text before a moved span changed); ``arc-vllm bench kv-reuse`` measures what that costs.
 
-Options (``kv_connector_extra_config``): ``min_run`` (16: shortest piece worth claiming),
+Options (``kv_connector_extra_config``, read through ``kv/config.py`` ``KVReuseConfig``, as
+every warm-up stager reads them): ``min_run`` (16: shortest piece worth claiming),
 ``host_tokens`` (65536: saved tokens over all sessions; host memory is that times the
 model's KV bytes per token, e.g. 1.5 GB for SmolLM2-135M, 9.7 GB for Qwen3-8B, shared among
 tensor-parallel workers), ``is_neox`` (true: the model's RoPE pairing), ``layout`` (tests
@@ -33,7 +35,7 @@ from __future__ import annotations
 
 from vllm.distributed.kv_transfer.kv_connector.v1.base import KVConnectorBase_V1, KVConnectorRole
 
-from arc_vllm.kv import MIN_RUN
+from arc_vllm.kv.config import KVReuseConfig
 from arc_vllm.serving.kv_connector_meta import (ArcKVHandshake, ArcKVMetadata, ArcKVPromMetrics,
                                                 ArcKVStats)
 
@@ -41,19 +43,20 @@ from arc_vllm.serving.kv_connector_meta import (ArcKVHandshake, ArcKVMetadata, A
 class ArcKVConnector(KVConnectorBase_V1):
     def __init__(self, vllm_config, role, kv_cache_config=None):
         super().__init__(vllm_config=vllm_config, role=role, kv_cache_config=kv_cache_config)
-        extra = self._kv_transfer_config.kv_connector_extra_config or {}
-        self.min_run = int(extra.get("min_run", MIN_RUN))
+        config = KVReuseConfig.of_extra(self._kv_transfer_config.kv_connector_extra_config)
+        self.min_run = config.min_run
         if role == KVConnectorRole.SCHEDULER:
             from arc_vllm.serving.kv_connector_scheduler import ArcKVScheduler
 
-            self.scheduler = ArcKVScheduler(self.min_run, int(extra.get("host_tokens", 65536)),
+            self.scheduler = ArcKVScheduler(config.min_run, config.host_tokens,
                                             vllm_config.cache_config.block_size)
             self.worker = None
         else:
             from arc_vllm.serving.kv_connector_worker import ArcKVWorker
 
             self.scheduler = None
-            self.worker = ArcKVWorker(vllm_config, bool(extra.get("is_neox", True)), extra.get("layout"))
+            self.worker = ArcKVWorker(vllm_config, bool(config.other.get("is_neox", True)),
+                                      config.other.get("layout"))
 
     # ---- scheduler side -------------------------------------------------------------------
 

@@ -20,11 +20,6 @@ from vllm.distributed.kv_transfer.kv_connector.v1.metrics import (KVConnectorPro
                                                                    KVConnectorStats)
 
 
-def arc_extra(request) -> dict:
-    params = getattr(request, "sampling_params", None)
-    return (params.extra_args or {}) if params is not None else {}
-
-
 @dataclass
 class Load:
     session: str

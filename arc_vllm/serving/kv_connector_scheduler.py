@@ -2,7 +2,8 @@
 
 It remembers, per session, the token ids of the last prompt it had the worker save. For a new
 request of that session it claims the run of tokens right after the prefix-cache hit that the
-saved prompt holds, as pieces (``kv/spans.py`` ``claim_pieces``), and tells the worker
+saved prompt holds, as pieces (``kv/claims.py`` ``plan_claim``: the rule replay's figures
+use too), and tells the worker
 which saved positions go to which new ones. When a request's prompt is complete it tells the
 worker to save it (replacing the session's last). Sessions beyond ``host_tokens`` saved tokens
 are dropped, oldest first.
@@ -26,12 +27,13 @@ from __future__ import annotations
 
 import logging
 from collections import OrderedDict
-from dataclasses import dataclass, field
 
 from prometheus_client import Gauge
 
-from arc_vllm.kv.spans import claim_pieces, claimed_tokens, index_runs
-from arc_vllm.serving.kv_connector_meta import ArcKVMetadata, ArcKVStats, Load, Save, arc_extra
+from arc_vllm.kv.claims import SavedPrompt, ViewInProgress, plan_claim
+from arc_vllm.kv.extra_args import ArcExtraArgs
+from arc_vllm.kv.spans import claimed_tokens
+from arc_vllm.serving.kv_connector_meta import ArcKVMetadata, ArcKVStats, Load, Save
 
 logger = logging.getLogger(__name__)
 
@@ -42,55 +44,6 @@ KV_REUSE_ENABLED = Gauge("arc_kv_reuse_enabled", "1 when --arc-kv-reuse passed i
                          multiprocess_mode="livemax")
 
 
-class SavedPrompt:
-    """A saved prompt's token ids, and which positions hold moved (approximate) KV. Claims that
-    move KV take only positions whose KV was computed there: KV is moved at most once, so the
-    error of one move does not add up over compactions. The index of the movable runs is built
-    when a claim first needs it (a compaction turn), not on save, so the engine's scheduling
-    loop pays for it only then."""
-
-    def __init__(self, tokens: list[int], moved: bytearray, min_run: int):
-        self.tokens = tokens
-        self.moved = moved
-        self.min_run = min_run
-        self._movable = None
-        self._index = None
-
-    @property
-    def movable(self) -> list[int]:
-        """The tokens, with moved positions replaced by values no token equals."""
-        if self._movable is None:
-            self._movable = [-1 - i if moved else token
-                             for i, (token, moved) in enumerate(zip(self.tokens, self.moved))]
-        return self._movable
-
-    @property
-    def index(self) -> dict:
-        if self._index is None:
-            self._index = index_runs(self.movable, self.min_run)
-        return self._index
-
-
-@dataclass
-class ViewInProgress:
-    """A session's view between its first request (a warm-up stage, or the request itself)
-    and its save: where the prefix cache's hit ended, and what was claimed for it."""
-
-    first_hit: int
-    pieces: list[tuple[int, int, int]] = field(default_factory=list)
-
-    def moved(self, length: int, last: SavedPrompt | None) -> bytearray:
-        """Per position of the view: 1 where its KV was moved. The hit's blocks came from the
-        last prompt (its flags go on); a piece claimed in place keeps its source's flags."""
-        moved = bytearray(length)
-        if last is not None:
-            inherited = min(self.first_hit, len(last.moved), length)
-            moved[:inherited] = last.moved[:inherited]
-        for new, old, size in self.pieces:
-            moved[new:new + size] = last.moved[old:old + size] if new == old and last else b"\x01" * size
-        return moved
-
-
 class ArcKVScheduler:
     def __init__(self, min_run: int, host_tokens: int, block_size: int):
         self.min_run = min_run
@@ -98,6 +51,9 @@ class ArcKVScheduler:
         self.block_size = block_size
         self.enabled = False  # until the workers' layout check passed
         self.checks: list[dict] = []
+        # Bounded by the tokens of all saved prompts, and every session dropped must be named
+        # to the workers in the same step's metadata: an OrderedDict, evicted below, says both
+        # plainly (a cachetools cache would evict inside an assignment, out of sight).
         self.saved: OrderedDict[str, SavedPrompt] = OrderedDict()
         self.plans: dict[str, list[tuple[int, int, int]]] = {}  # request id -> pieces
         self.sessions: dict[str, str] = {}  # request id -> its session, while it runs
@@ -120,31 +76,19 @@ class ArcKVScheduler:
         return self.supplied.get(request_id, 0)
 
     def get_num_new_matched_tokens(self, request, num_computed_tokens: int) -> tuple[int, bool]:
-        extra = arc_extra(request)
-        if not self.enabled or extra.get("arc_session") is None:
+        extra = ArcExtraArgs.of_request(request)
+        if not self.enabled or extra.session is None:
             return 0, False
-        session = str(extra["arc_session"])
+        session = extra.session
         prompt = list(request.prompt_token_ids or [])
         self.sessions[request.request_id] = session
-        if extra.get("arc_kv_save", True):  # a warm-up stage claims but is not saved
+        if extra.save:  # a warm-up stage claims but is not saved
             self.pending_saves[request.request_id] = (session, prompt)
         self.plans.pop(request.request_id, None)
         if session not in self.views:
             self.views[session] = ViewInProgress(num_computed_tokens)
-        saved = self.saved.get(session)
-        if saved is None or num_computed_tokens >= len(prompt) - 1:
-            return 0, False
-        hit, end = num_computed_tokens, min(len(saved.tokens), len(prompt) - 1)
-        if saved.tokens[hit:hit + self.min_run] == prompt[hit:hit + self.min_run]:
-            # The common turn: this prompt goes on from the saved one; claim the rest of the
-            # saved text in place (its last partial block, which the prefix cache cannot give).
-            length = self.min_run
-            while hit + length < end and saved.tokens[hit + length] == prompt[hit + length]:
-                length += 1
-            pieces = [(hit, hit, min(length, end - hit))]
-        else:
-            pieces = claim_pieces(saved.movable, saved.index, prompt, hit, self.min_run,
-                                  int(extra.get("arc_kv_recompute", 0) or 0))
+        pieces = plan_claim(self.saved.get(session), prompt, num_computed_tokens, self.min_run,
+                            extra.recompute_tokens)
         if not pieces:
             return 0, False
         self.plans[request.request_id] = pieces

@@ -43,7 +43,7 @@ from __future__ import annotations
 import argparse
 import os
 
-from arc_vllm.kv import KV_CONNECTOR
+from arc_vllm.kv.config import CONNECTOR_NAME, KVReuseConfig
 
 # --arc-<name> -> the ArcConfig budget it sets
 BUDGET_OPTIONS = {
@@ -85,8 +85,8 @@ class EnableKVReuse(EnableArc):
             from vllm.config import KVTransferConfig
 
             host_tokens = getattr(namespace, "arc_kv_reuse_host_tokens", None)
-            namespace.kv_transfer_config = KVTransferConfig(**KV_CONNECTOR, kv_connector_extra_config=(
-                {"host_tokens": host_tokens} if host_tokens is not None else {}))
+            config = KVReuseConfig(host_tokens=host_tokens) if host_tokens is not None else KVReuseConfig()
+            namespace.kv_transfer_config = KVTransferConfig(**config.transfer_config())
 
 
 class KVReuseHostTokens(argparse.Action):
@@ -95,7 +95,7 @@ class KVReuseHostTokens(argparse.Action):
     def __call__(self, parser, namespace, values, option_string=None):
         setattr(namespace, self.dest, values)
         config = getattr(namespace, "kv_transfer_config", None)
-        if config is not None and config.kv_connector == KV_CONNECTOR["kv_connector"]:
+        if config is not None and config.kv_connector == CONNECTOR_NAME:
             config.kv_connector_extra_config = {**(config.kv_connector_extra_config or {}),
                                                 "host_tokens": values}
 
@@ -235,16 +235,9 @@ class ArcEndpoint:
         # so they must share them through the store folder.
         shared = args.arc_shared_sessions or (getattr(args, "api_server_count", None) or 1) > 1
         if getattr(args, "arc_kv_reuse", False):
-            from arc_vllm.kv import MIN_RUN
             from arc_vllm.serving.kv_warmup import KVWarmup
 
-            # Stage with the min_run the connector claims with (one value, one place).
-            transfer = engine_client.vllm_config.kv_transfer_config
-            extra = (transfer.kv_connector_extra_config or {}) if transfer is not None else {}
-            state.arc_kv_warmup = KVWarmup(engine_client, counter,
-                                           engine_client.vllm_config.cache_config.block_size,
-                                           recompute_tokens=args.arc_kv_reuse_recompute,
-                                           min_run=int(extra.get("min_run", MIN_RUN)))
+            state.arc_kv_warmup = KVWarmup(engine_client, counter, recompute_tokens=args.arc_kv_reuse_recompute)
         state.arc_sessions = SessionManager(counter, model_config.max_model_len,
                                             budgets_from(args), args.arc_store_dir, shared=shared,
                                             ttl_s=args.arc_session_ttl, max_sessions=args.arc_max_sessions)

@@ -25,13 +25,14 @@ import contextlib
 import json
 
 from fastapi import APIRouter, Request
-from pydantic import ValidationError
 from fastapi.responses import JSONResponse, Response, StreamingResponse
+from pydantic import ValidationError
 from starlette.routing import BaseRoute
 
 from arc_vllm.core.store import UnknownObservation
-from arc_vllm.serving import metrics
 from arc_vllm.core.transcript import content_text
+from arc_vllm.kv.extra_args import session_of_body
+from arc_vllm.serving import metrics
 from arc_vllm.serving.chat import EngineError, check_body, complete
 from arc_vllm.serving.conversation_index import caller_of
 from arc_vllm.serving.chat_stream import open_stream
@@ -236,10 +237,8 @@ class ArcChatRoute(BaseRoute):
 
 def session_named(header: str | None, body) -> str | None:
     """The session a chat request names: ``vllm_xargs.arc_session``, else ``X-ARC-Session``."""
-    if isinstance(body, dict) and isinstance(body.get("vllm_xargs"), dict) \
-            and body["vllm_xargs"].get("arc_session") is not None:
-        return body["vllm_xargs"]["arc_session"]
-    return header
+    named = session_of_body(body)
+    return named if named is not None else header
 
 
 def implicit_allowed(app, body) -> bool:

@@ -13,15 +13,18 @@ through prometheus_client's multiprocess directory (set up by the launcher). Wit
 the connector reports them itself (``arc_engine_kv_reused_tokens_total``, through vLLM's
 connector stats) and says whether reuse passed its start-up check (``arc_kv_reuse_enabled``).
 
-Only the scheduler side of vLLM is touched: ``schedule()`` is wrapped, and it reads what the
+Only the scheduler side of vLLM is touched: ``schedule()`` is wrapped. It reads what the
 KV-reuse connector supplied for each new request (``supplied_tokens``), so that those tokens
-are not counted as prefix-cached.
+are not counted as prefix-cached; the connector's own state is its own (it drains it when a
+request finishes).
 """
 
 from __future__ import annotations
 
 from prometheus_client import Counter
 from vllm.v1.core.sched.scheduler import Scheduler
+
+from arc_vllm.kv.extra_args import ArcExtraArgs
 
 ENGINE_PROMPT_TOKENS = Counter("arc_engine_prompt_tokens",
                                "Prompt tokens of ARC requests, seen by the scheduler")
@@ -38,16 +41,14 @@ class ArcScheduler(Scheduler):
         # What the KV-reuse connector (serving/kv_connector.py) supplied for a request.
         supplied = getattr(self.connector, "supplied_tokens", None)
         for new in output.scheduled_new_reqs:
-            params = new.sampling_params
-            extra = (params.extra_args or {}) if params is not None else {}
-            if extra.get("arc_session") is None:
+            extra = ArcExtraArgs.of_request(new)
+            if extra.session is None:
                 continue
             prompt = len(new.prompt_token_ids or [])
             reused = supplied(new.req_id) if supplied is not None else 0
             cached = min(new.num_computed_tokens, prompt) - reused
-            compactions = int(extra.get("arc_compactions", 0) or 0)
             ENGINE_REQUESTS.inc()
             ENGINE_PROMPT_TOKENS.inc(prompt)
             ENGINE_CACHED_TOKENS.inc(cached)
-            ENGINE_COMPACTIONS.inc(compactions)
+            ENGINE_COMPACTIONS.inc(extra.compactions)
         return output

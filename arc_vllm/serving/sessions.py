@@ -64,7 +64,7 @@ class Session:
                  context_state: dict | None = None, caller: str | None = None,
                  records: list[dict] | None = None):
         self.id = id
-        # One record per ARC request (serving/chat.py Step.end), the last MAX_RECORDS.
+        # One record per ARC request (serving/chat.py ChatStep.end), the last MAX_RECORDS.
         self.records: deque[dict] = deque(records or [], maxlen=MAX_RECORDS)
         self.last_used = time.time()
         self.caller = caller  # an implicit session's caller (conversation_index.py); None: explicit

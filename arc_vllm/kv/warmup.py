@@ -1,0 +1,78 @@
+"""Warm-up stages: send a compacted view in pieces, so the connector's claims start where
+reusable runs start. One planner, behind a "send these prompts" callable, used by the API
+server (``serving/kv_warmup.py``), the in-process backend (``VllmBackend(kv_reuse=True)``) and
+``arc-vllm bench kv-reuse``.
+
+A compaction rewrites what follows the task prefix F (the summary S, the catalog page) and
+keeps recent turns that the engine computed in the session's last view, further along, with
+new text (stubs, the new turn) between them. vLLM lets a KV connector claim only the run right
+after the prefix-cache hit, which here is new text. So, when the session's last view holds long
+runs of this view past the hit, the view is cut into stages (``spans.warmup_boundaries``) and
+each stage's tokens are sent first as a one-token request of the session marked
+``arc_kv_save: false``: the connector claims the run at the stage's start, the engine computes
+the new text up to the next block boundary inside the next run, and those blocks join the
+prefix cache. The real request is the last stage. ``recompute_tokens`` makes every claimed run
+start that many tokens in, so its first tokens are computed, seeing the new text before them
+(CacheBlend's selective recomputation).
+
+    planner = WarmupPlanner(block_size=128, config=KVReuseConfig.of_vllm(vllm_config))
+    sent = planner.warm_up([(session, view_token_ids)], send)   # send(list[Stage]) -> results
+
+Pure Python: ``send`` is whatever runs prompts on the engine.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from cachetools import LRUCache
+
+from arc_vllm.kv.config import KVReuseConfig
+from arc_vllm.kv.extra_args import ArcExtraArgs
+from arc_vllm.kv.spans import warmup_boundaries
+
+MAX_SESSIONS = 1024  # last views kept; the least recently used is forgotten first
+
+
+@dataclass(frozen=True)
+class Stage:
+    session: str
+    prompt: list[int]  # the view's first tokens, to a block boundary
+    extra_args: dict  # the request's ARC keys: the session, not saved, recompute_tokens
+
+
+class WarmupPlanner:
+    """Remembers each session's last view (an LRU of ``max_sessions``) and plans the next
+    view's stages against it, with the connector's ``min_run``."""
+
+    def __init__(self, block_size: int, config: KVReuseConfig | None = None, recompute_tokens: int = 0,
+                 max_sessions: int = MAX_SESSIONS):
+        self.block_size = block_size
+        self.min_run = (config or KVReuseConfig()).min_run
+        self.recompute_tokens = recompute_tokens
+        self.last_views: LRUCache = LRUCache(maxsize=max_sessions)
+
+    def plan(self, session: str, tokens: list[int]) -> list[Stage]:
+        """The stages to send before ``tokens`` (empty: none); ``tokens`` becomes the session's
+        last view."""
+        previous = self.last_views.get(session)
+        self.last_views[session] = tokens
+        extra = ArcExtraArgs(session=session, save=False, recompute_tokens=self.recompute_tokens).to_dict()
+        return [Stage(session, tokens[:boundary], extra) for boundary in
+                warmup_boundaries(previous, tokens, self.block_size, self.min_run, self.recompute_tokens)]
+
+    def warm_up(self, views: list[tuple[str, list[int]]],
+                send: Callable[[list[Stage]], list]) -> list[tuple[Stage, object]]:
+        """Plan every view's stages and send them: stage k of every view in one call of
+        ``send`` (a batch), after stage k-1's, since each needs the last one's blocks in the
+        prefix cache. Returns each stage sent with what ``send`` returned for it."""
+        plans = [self.plan(session, tokens) for session, tokens in views]
+        sent = []
+        for k in range(max(map(len, plans), default=0)):
+            batch = [plan[k] for plan in plans if k < len(plan)]
+            sent.extend(zip(batch, send(batch)))
+        return sent
+
+    def forget(self) -> None:
+        self.last_views.clear()
