@@ -39,7 +39,7 @@ def test_kv_reuse_implies_arc_and_names_the_connector(monkeypatch):
     for argv in (["--arc-kv-reuse", "--arc-kv-reuse-host-tokens", "4096"],
                  ["--arc-kv-reuse-host-tokens", "4096", "--arc-kv-reuse"]):
         assert parse(["--model", "m", *argv]).kv_transfer_config.kv_connector_extra_config == \
-            {"host_tokens": 4096}
+            {"host_tokens": 4096, "min_run": 16}
 
 
 @pytest.fixture(scope="module")
