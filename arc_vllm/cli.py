@@ -23,7 +23,7 @@ import json
 import os
 import sys
 
-from arc_vllm.agent.importers import FORMATS
+from arc_vllm.replay.importers import FORMATS
 from arc_vllm.policies import PAPER_METHODS, POLICIES
 
 METHODS = ("arc",) + tuple(method for method in POLICIES if method != "arc")  # ARC first
@@ -79,7 +79,7 @@ def _recall_pair(text: str) -> tuple[int, int]:
 
 
 def _settings(args) -> list:
-    from arc_vllm.agent.bench import Setting
+    from arc_vllm.evaluation.bench import Setting
 
     schedules = [() if text == "none" else tuple(int(call) for call in text.split(",") if call)
                  for text in args.force]
@@ -95,7 +95,7 @@ def _settings(args) -> list:
 
 
 def _bench(parser, args, argv: list[str]) -> int:
-    from arc_vllm.agent.bench import check_methods
+    from arc_vllm.evaluation.bench import check_methods
     from arc_vllm.core.tokens import load_counter
 
     if args.ray == "local" and args.backend == "openai":
@@ -132,11 +132,11 @@ def _bench(parser, args, argv: list[str]) -> int:
                   ray_address=args.ray)
     try:
         if args.bench == "niah":
-            from arc_vllm.agent.niah_bench import run as run_niah
+            from arc_vllm.evaluation.niah_bench import run as run_niah
 
             summary = run_niah(args.out, methods, seeds, args.tasks, counter, agent=args.agent, **common)
         else:
-            from arc_vllm.agent.longbench_bench import run as run_longbench
+            from arc_vllm.evaluation.longbench_bench import run as run_longbench
 
             summary = run_longbench(args.out, args.data, methods, seeds, args.tasks, counter,
                                     page_chars=args.page_chars, subset=args.subset, **common)
@@ -177,7 +177,7 @@ def _replay_parser(commands) -> argparse.ArgumentParser:
 
 
 def _replay(parser, args, argv: list[str]) -> int:
-    from arc_vllm.agent.replay import run
+    from arc_vllm.replay.replay import run
 
     missing = [path for path in args.files if not os.path.exists(path)]
     if missing:
@@ -187,8 +187,8 @@ def _replay(parser, args, argv: list[str]) -> int:
     except ValueError as error:
         parser.error(str(error))
     if args.methods:
-        from arc_vllm.agent.replay_methods import run as run_methods
-        from arc_vllm.agent.replay_methods import table
+        from arc_vllm.replay.replay_methods import run as run_methods
+        from arc_vllm.replay.replay_methods import table
 
         try:
             summaries = run_methods(args.files, args.out, config, args.tokenizer,
@@ -328,7 +328,7 @@ def _serve(argv: list[str]) -> int:
 
 
 def _kv_reuse(argv: list[str]) -> int:
-    from arc_vllm.agent.kv_reuse_bench import main as kv_reuse_main
+    from arc_vllm.evaluation.kv_reuse_bench import main as kv_reuse_main
 
     return kv_reuse_main(argv)
 

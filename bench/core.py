@@ -100,9 +100,9 @@ def bench_render(steps: int, window: int, counter, rng: random.Random) -> dict:
 
 
 def bench_real_logs(window: int, counter) -> dict:
-    from arc_vllm.agent.importers import read_all
-    from arc_vllm.agent.replay import percentile, replay_one
-    from arc_vllm.agent.trajectory import Trajectory
+    from arc_vllm.replay.importers import read_all
+    from arc_vllm.replay.replay import percentile, replay_one
+    from arc_vllm.replay.trajectory import Trajectory
 
     logs = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "agent_logs"
     trajectories = read_all([logs]).trajectories

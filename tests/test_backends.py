@@ -10,7 +10,7 @@ import pytest
 from arc_vllm.agent.backends import ContextLengthError, make_backend
 from arc_vllm.agent.loop import run_episode
 from arc_vllm.agent.model_agent import action_grammar, model_agent, parse_reply
-from arc_vllm.agent.niah import make_task
+from arc_vllm.evaluation.niah import make_task
 from arc_vllm.policies import SlidingWindow
 
 pytestmark = pytest.mark.slow
@@ -81,8 +81,8 @@ def test_openai_backend_needs_an_address():
 def test_bench_niah_with_the_model_agent_records_engine_figures(tmp_path, tiny_engine, smol):
     import json
 
-    from arc_vllm.agent.bench import Setting
-    from arc_vllm.agent.niah_bench import run
+    from arc_vllm.evaluation.bench import Setting
+    from arc_vllm.evaluation.niah_bench import run
 
     out = tmp_path / "niah-model"
     summary = run(str(out), ["arc", "structured_state"], [42], 1, smol, settings=[Setting()],

@@ -7,8 +7,8 @@ import json
 import pytest
 
 from arc_vllm.agent.loop import run_episode
-from arc_vllm.agent.niah import make_task
-from arc_vllm.agent.scripted import ScriptedAgent
+from arc_vllm.evaluation.niah import make_task
+from arc_vllm.evaluation.scripted import ScriptedAgent
 from arc_vllm.policies import LlmSummary, StructuredState, make_policy
 from arc_vllm.policies.structured_state import parse_state
 

@@ -145,7 +145,7 @@ def test_bench_kv_reuse_writes_its_figures(tmp_path):
 
 
 def test_bench_kv_reuse_refuses_bad_options_clearly(capsys):
-    from arc_vllm.agent.kv_reuse_bench import main
+    from arc_vllm.evaluation.kv_reuse_bench import main
 
     for argv, message in ((["--recompute", "x"], "expected comma-separated integers"),
                           (["--recompute", "-1"], "N >= 0"), (["no/such/log.jsonl"], "no such file")):

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from arc_vllm.agent import longbench
-from arc_vllm.agent.bench import Setting
+from arc_vllm.evaluation import longbench
+from arc_vllm.evaluation.bench import Setting
 from arc_vllm.agent.loop import run_episode
 from arc_vllm.core.config import ArcConfig
 from arc_vllm.policies import make_policy
@@ -81,7 +81,7 @@ def test_full_context_cannot_hold_a_long_document_arc_can(smol):
 
 @pytest.mark.slow
 def test_bench_longbench_end_to_end_on_a_real_engine(tmp_path, tiny_engine, smol):
-    from arc_vllm.agent.longbench_bench import run
+    from arc_vllm.evaluation.longbench_bench import run
 
     out = tmp_path / "lb"
     summary = run(str(out), str(FIXTURE), ["arc", "sliding_window"], [42], 2, smol,

@@ -4,8 +4,8 @@
 import pytest
 
 from arc_vllm.agent.loop import run_episode
-from arc_vllm.agent.niah import ALPHABET, NEEDLE_LENGTH, make_task
-from arc_vllm.agent.scripted import ScriptedAgent
+from arc_vllm.evaluation.niah import ALPHABET, NEEDLE_LENGTH, make_task
+from arc_vllm.evaluation.scripted import ScriptedAgent
 from arc_vllm.core.config import ArcConfig
 from arc_vllm.policies import POLICIES, ContextOverflow, FullContext, SlidingWindow
 

@@ -79,8 +79,8 @@ def test_on_niah_no_peer_keeps_the_needle_read_first(smol):
     windows have forgotten it (or overflow first), and the closed window (no file is
     re-opened) keeps everything until it overflows, with no answer to that."""
     from arc_vllm.agent.loop import run_episode
-    from arc_vllm.agent.niah import make_task
-    from arc_vllm.agent.scripted import ScriptedAgent
+    from arc_vllm.evaluation.niah import make_task
+    from arc_vllm.evaluation.scripted import ScriptedAgent
 
     outcomes = {}
     for name in PEERS:

@@ -5,8 +5,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from arc_vllm.agent.replay import reusable_prefix_tokens
-from arc_vllm.agent.trajectory import load
+from arc_vllm.replay.replay import reusable_prefix_tokens
+from arc_vllm.replay.trajectory import load
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = ROOT / "examples" / "trajectories.jsonl"
@@ -83,7 +83,7 @@ def test_agent_log_fixtures_are_the_generator_output(tmp_path):
 
 
 def test_each_real_format_is_detected_and_read_in_the_agents_own_format():
-    from arc_vllm.agent.importers import detect, read
+    from arc_vllm.replay.importers import detect, read
 
     expected = {"swe_agent.traj": "swe-agent", "swe_agent_history.traj": "swe-agent",
                 "mini_swe_agent.traj.json": "mini-swe-agent", "openhands_output.jsonl": "openhands",

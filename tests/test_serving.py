@@ -391,7 +391,7 @@ def test_openai_backend_drives_an_episode_through_the_server(tiny, smol):
     from arc_vllm.agent.backends import ContextLengthError, OpenAIBackend
     from arc_vllm.agent.loop import run_episode
     from arc_vllm.agent.model_agent import model_agent
-    from arc_vllm.agent.niah import make_task
+    from arc_vllm.evaluation.niah import make_task
     from arc_vllm.policies import SlidingWindow
 
     backend = OpenAIBackend(tiny.base + "/v1")

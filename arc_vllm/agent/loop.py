@@ -8,7 +8,8 @@ episode (no answer). Every call is recorded: prompt tokens, cached prompt tokens
 engine reports them, generated tokens, wall time; model calls a policy makes for itself
 (summaries, state) are recorded too, as extra model work (``trace``).
 
-Run ``python -m arc_vllm.agent.loop`` for one scripted NIAH episode per policy.
+Run ``python -m arc_vllm.evaluation.scripted`` for one scripted NIAH episode per policy (the loop
+needs a task and an agent, which live with the benchmarks: ``evaluation/``).
 """
 
 from __future__ import annotations
@@ -100,20 +101,3 @@ def episode_record(task_id: str, method: str, outcome: dict, trace: list[dict],
             "trace": [[call["kind"], call["prompt_tokens"], call["generated_tokens"], call["cached_tokens"],
                        call["ms"]] for call in trace]}
 
-
-if __name__ == "__main__":
-    from arc_vllm.agent.niah import make_task
-    from arc_vllm.agent.scripted import ScriptedAgent
-    from arc_vllm.core.config import ArcConfig
-    from arc_vllm.core.tokens import load_counter
-    from arc_vllm.policies import MODEL_POLICIES, POLICIES, make_policy
-
-    counter = load_counter(None)
-    config = ArcConfig.for_window(4096, 512)
-    task = make_task(42, 0)
-    for name in POLICIES:
-        if name in MODEL_POLICIES:
-            continue  # they need a model backend: arc-vllm bench niah --backend vllm
-        policy = make_policy(name, counter, config.input_budget_tokens, task=task.prompt, config=config)
-        result = run_episode(policy, task, ScriptedAgent(), counter, config.input_budget_tokens, force=(5, 10, 15))
-        print({key: value for key, value in result.items() if key != "trace"})

@@ -62,9 +62,9 @@ def model_agent(backend, max_tokens: int, task, policy) -> ModelAgent:
 
 if __name__ == "__main__":
     from arc_vllm.agent.backends import VllmBackend
-    from arc_vllm.agent.niah import make_task
     from arc_vllm.policies.base import SYSTEM, prefix_messages
 
     backend = VllmBackend()
-    print(ModelAgent(backend).act(prefix_messages(SYSTEM, make_task(42, 0).prompt)))
+    task = "List the files here with `ls`, then read README.txt with `cat README.txt`."
+    print(ModelAgent(backend).act(prefix_messages(SYSTEM, task)))
     backend.close()

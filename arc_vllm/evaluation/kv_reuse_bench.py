@@ -1,6 +1,6 @@
 """``arc-vllm bench kv-reuse``: what ``--arc-kv-reuse`` saves on compaction turns, and what it costs in output.
 
-Compaction turns come from real agent logs replayed through ARC (``agent/replay.py``; the
+Compaction turns come from real agent logs replayed through ARC (``replay/replay.py``; the
 sample ``examples/trajectories.jsonl`` by default): each pair is the view before a compaction
 and the compacted view, in the model's own tokens. On one in-process engine with ARC's KV
 connector (``serving/kv_connector.py``), for every pair and mode, from an empty prefix cache:
@@ -42,8 +42,8 @@ import sys
 import time
 from pathlib import Path
 
-from arc_vllm.agent.importers import read_all
-from arc_vllm.agent.replay import apply_step, start_context
+from arc_vllm.replay.importers import read_all
+from arc_vllm.replay.replay import apply_step, start_context
 from arc_vllm.kv.config import KVReuseConfig
 from arc_vllm.kv.extra_args import ArcExtraArgs
 from arc_vllm.kv.warmup import WarmupPlanner
@@ -167,8 +167,8 @@ def chained(runner: SessionRunner, replayed: list[dict], chains: int, recompute:
 
 def niah_accuracy(backend, out: Path, reuse: bool, tasks: int, max_calls: int, context_window: int,
                   counter) -> dict:
-    from arc_vllm.agent.bench import Setting
-    from arc_vllm.agent.niah_bench import run as run_niah
+    from arc_vllm.evaluation.bench import Setting
+    from arc_vllm.evaluation.niah_bench import run as run_niah
 
     backend.kv_reuse = reuse
     backend.warmup.forget()

@@ -11,7 +11,7 @@ removing ``*``) and scored by exact letter.
 
 The data set is not shipped: ``arc-vllm bench longbench --data PATH``. A small fixture in
 the same schema (written for this project) is ``tests/fixtures/longbench_v2_sample.json``.
-Run ``python -m arc_vllm.agent.longbench PATH`` to print the hard subset's sizes.
+Run ``python -m arc_vllm.evaluation.longbench PATH`` to print the hard subset's sizes.
 """
 
 from __future__ import annotations

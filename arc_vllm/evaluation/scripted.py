@@ -14,14 +14,14 @@ as visible text or through a §id it can recall. Each turn it decides from the p
 
 ``act`` returns (thought, action).
 
-Run ``python -m arc_vllm.agent.scripted`` for a decision on a small prompt.
+Run ``python -m arc_vllm.evaluation.scripted`` for one scripted NIAH episode per policy.
 """
 
 from __future__ import annotations
 
 import re
 
-from arc_vllm.agent.niah import ALPHABET, NEEDLE_LENGTH
+from arc_vllm.evaluation.niah import ALPHABET, NEEDLE_LENGTH
 from arc_vllm.core import formats
 
 NEEDLE = re.compile(rf"NEEDLE=([{ALPHABET}]{{{NEEDLE_LENGTH}}})(?![{ALPHABET}])")
@@ -66,8 +66,18 @@ class ScriptedAgent:
 
 
 if __name__ == "__main__":
-    prompt = [{"role": "system", "content": "s"},
-              {"role": "user", "content": "Read these files in this order with `cat FILE`: a.txt, b.txt. ..."},
-              {"role": "assistant", "content": "Action: cat a.txt"},
-              {"role": "user", "content": "Observation:\nNEEDLE=ABCDEFGHJKLMNPQRSTUVWXYZ"}]
-    print(ScriptedAgent().act(prompt))
+    from arc_vllm.agent.loop import run_episode
+    from arc_vllm.core.config import ArcConfig
+    from arc_vllm.core.tokens import load_counter
+    from arc_vllm.evaluation.niah import make_task
+    from arc_vllm.policies import MODEL_POLICIES, POLICIES, make_policy
+
+    counter = load_counter(None)
+    config = ArcConfig.for_window(4096, 512)
+    task = make_task(42, 0)
+    for name in POLICIES:
+        if name in MODEL_POLICIES:
+            continue  # they need a model backend: arc-vllm bench niah --backend vllm
+        policy = make_policy(name, counter, config.input_budget_tokens, task=task.prompt, config=config)
+        result = run_episode(policy, task, ScriptedAgent(), counter, config.input_budget_tokens, force=(5, 10, 15))
+        print({key: value for key, value in result.items() if key != "trace"})

@@ -9,13 +9,13 @@
                     action events {id, source, action, args{thought, command|path|...}},
                     observations {cause, observation, content}
     tau-bench       results JSON: a list of {task_id, traj: [chat messages with tool calls]}
-    arc             the project's own JSONL (``agent/trajectory.py``)
+    arc             the project's own JSONL (``replay/trajectory.py``)
 
 Each keeps the agent's format: tool calls stay tool calls (style ``tool``), text agents'
 turns stay their own text (``chat``), ARC's own format is ``react``. Null fields are empty
 strings. A record that cannot be read is reported with its reason and skipped.
 
-Run ``python -m arc_vllm.agent.importers FILE [--format NAME]`` to print what was read.
+Run ``python -m arc_vllm.replay.importers FILE [--format NAME]`` to print what was read.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ import json
 import re
 from pathlib import Path
 
-from arc_vllm.agent.trajectory import Trajectory, TrajectoryFile, load
+from arc_vllm.replay.trajectory import Trajectory, TrajectoryFile, load
 from arc_vllm.core.transcript import Step, take_in
 from arc_vllm.core.turn import CHAT, REACT
 

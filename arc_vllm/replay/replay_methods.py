@@ -24,8 +24,8 @@ import json
 import sys
 from pathlib import Path
 
-from arc_vllm.agent.importers import read_all
-from arc_vllm.agent.replay import PREFIX_BLOCK_TOKENS, reusable_prefix_tokens
+from arc_vllm.replay.importers import read_all
+from arc_vllm.replay.replay import PREFIX_BLOCK_TOKENS, reusable_prefix_tokens
 from arc_vllm.core import formats
 from arc_vllm.policies import MODEL_POLICIES, POLICIES
 from arc_vllm.policies.base import SYSTEM, ContextOverflow

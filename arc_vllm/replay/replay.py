@@ -1,6 +1,6 @@
 """Replay recorded trajectories through ARC and measure what the engine would have seen.
 
-Logs of real agents are read by ``agent/importers.py`` (SWE-agent, mini-swe-agent,
+Logs of real agents are read by ``replay/importers.py`` (SWE-agent, mini-swe-agent,
 OpenHands, tau-bench, the project's JSONL; files or folders, detected by content). For
 every step the bounded view is rendered (compacting when the budget requires), counted in
 real tokens of the serving model's chat template, and compared with the previous prompt to
@@ -22,9 +22,9 @@ import sys
 import time
 from pathlib import Path
 
-from arc_vllm.agent.importers import read_all
+from arc_vllm.replay.importers import read_all
 from arc_vllm.kv.claims import ClaimReplay
-from arc_vllm.agent.trajectory import Trajectory
+from arc_vllm.replay.trajectory import Trajectory
 from arc_vllm.core.commands import parse_commands
 from arc_vllm.core.config import ArcConfig
 from arc_vllm.core.context import DEFAULT_SYSTEM, ArcContext

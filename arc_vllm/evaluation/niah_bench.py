@@ -11,9 +11,9 @@ Run:  arc-vllm bench niah --methods arc,sliding_window,full_context --seeds 42,8
 
 from __future__ import annotations
 
-from arc_vllm.agent import bench
-from arc_vllm.agent.niah import make_task
-from arc_vllm.agent.scripted import ScriptedAgent
+from arc_vllm.evaluation import bench
+from arc_vllm.evaluation.niah import make_task
+from arc_vllm.evaluation.scripted import ScriptedAgent
 
 
 def run(out: str, methods: list[str], seeds: list[int], tasks: int, counter, *,

@@ -1,7 +1,7 @@
 """Benchmark episodes as Ray tasks: ``arc-vllm bench niah|longbench --ray [ADDRESS]``.
 
 Each attempt runs as one Ray task; results come back to the driver, which alone appends them
-to DIR/results.jsonl as they finish (``agent.bench``): no duplicates, and a rerun skips what is
+to DIR/results.jsonl as they finish (``evaluation.bench``): no duplicates, and a rerun skips what is
 there. A task whose worker dies is retried by Ray (``max_retries``); an attempt that still
 fails to come back is reported, not written, so the next run does it.
 

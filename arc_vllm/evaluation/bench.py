@@ -115,7 +115,7 @@ def run(out: str | Path, *, benchmark: str, methods: list[str], seeds: list[int]
 
     ``make_task(seed, index, setting)``, ``make_config(setting)`` (an ArcConfig),
     ``make_agent(task, policy)`` (a fresh agent per episode). With ``ray_address`` every
-    attempt is a Ray task (``agent.ray_bench``) instead of a thread."""
+    attempt is a Ray task (``evaluation.ray_bench``) instead of a thread."""
     from tqdm import tqdm
 
     check_methods(methods, backend, model_agent=extra is not None and extra.get("agent") == "model")
@@ -153,7 +153,7 @@ def run(out: str | Path, *, benchmark: str, methods: list[str], seeds: list[int]
                 "context_window": config.context_window, "max_tokens": config.max_tokens, **(extra or {})}
 
     if ray_address is not None and plan:
-        from arc_vllm.agent.ray_bench import results as on_ray
+        from arc_vllm.evaluation.ray_bench import results as on_ray
 
         finished = on_ray(attempt, plan, ray_address)
     else:

@@ -1,5 +1,5 @@
 """Recorded agent trajectories in the project's own JSONL, read with every malformed line
-reported, not fatal. (Real agents' logs are read by ``agent/importers.py`` into the same
+reported, not fatal. (Real agents' logs are read by ``replay/importers.py`` into the same
 ``Trajectory``.)
 
 One trajectory per line:
@@ -8,7 +8,7 @@ One trajectory per line:
      "steps": [{"thought": str?, "action": str?, "observation": str?, "returncode": int?}, ...]}
 
 A null or missing thought, action or observation is an empty string: real logs have them
-(a finish step, an agent with no thought). Run ``python -m arc_vllm.agent.trajectory FILE``
+(a finish step, an agent with no thought). Run ``python -m arc_vllm.replay.trajectory FILE``
 to validate a file and print its counts.
 """
 

@@ -11,7 +11,7 @@ Run:  arc-vllm bench longbench --data data.json --methods arc,sliding_window --t
 
 from __future__ import annotations
 
-from arc_vllm.agent import bench, longbench
+from arc_vllm.evaluation import bench, longbench
 
 
 def run(out: str, data: str, methods: list[str], seeds: list[int], tasks: int | None, counter, *,

@@ -6,7 +6,7 @@ files are labelled as noise. The agent reads files (``cat FILE``, ``ls``) and mu
 answer ``submit NEEDLE=<value>``; only that token is scored (exact match). Tasks are seeded:
 task i of seed s is the same for every method (the same needle pool).
 
-Run ``python -m arc_vllm.agent.niah`` to print one task's files.
+Run ``python -m arc_vllm.evaluation.niah`` to print one task's files.
 """
 
 from __future__ import annotations
