@@ -18,13 +18,13 @@ Run ``arc-vllm --help`` or ``arc-vllm replay --help``.
 from __future__ import annotations
 
 import argparse
-import io
 import json
 import os
 import sys
 
-from arc_vllm.replay.importers import FORMATS
+from arc_vllm.console import show_progress
 from arc_vllm.policies import PAPER_METHODS, POLICIES
+from arc_vllm.replay.importers import FORMATS
 
 METHODS = ("arc",) + tuple(method for method in POLICIES if method != "arc")  # ARC first
 # The shipped sample, when run from a checkout (an installed package has no examples/).
@@ -199,8 +199,7 @@ def _replay(parser, args, argv: list[str]) -> int:
         print(f"wrote {os.path.join(args.out, 'summary.md')}", file=sys.stderr)
         if args.html:  # the timelines come from ARC's own replay, beside the methods
             timelines = os.path.join(args.out, "arc-timelines")
-            summary = run(args.files, timelines, config, args.tokenizer, format=args.format,
-                          log=io.StringIO())
+            summary = run(args.files, timelines, config, args.tokenizer, format=args.format)
             _report(args.out, timelines, summary, summaries)
         return 0
     summary = run(args.files, args.out, config, args.tokenizer, format=args.format)
@@ -363,6 +362,8 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     _offline()
     argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] != ["serve"]:
+        show_progress()
     for words, handler in OWN_PARSERS:
         if argv[:len(words)] == list(words):
             return handler(argv[len(words):])

@@ -7,7 +7,6 @@ headless browser (Debian's chromium through selenium, kept on loopback: ``tests/
 import json
 import subprocess
 import sys
-import time
 import urllib.request
 
 import pytest

@@ -12,6 +12,11 @@ The § sign is optional; surrounding backticks and trailing punctuation are igno
 that starts with ``_recall`` or ``_catalog`` but does not match is an ``InvalidCommand`` with
 a usage hint, never passed on to the environment. Tool observations are never parsed: a
 ``_recall §...`` inside an observation is data. Run ``python -m arc_vllm.core.commands TEXT``.
+
+The command set is written here once (``COMMANDS``); everything else derives from it: the usage
+hint, the constrained-decoding pattern of a model agent (``ACTION_REGEX``), ARC's tools on the
+server (``serving/tools.py``), the streaming filter's command words and the texts ARC shows
+(``core/formats.py``).
 """
 
 from __future__ import annotations
@@ -58,17 +63,50 @@ class CommandResult:
     text: str
     key: tuple | None = None   # the (id, chunk) a successful recall materialised in U
 
-USAGE = ("ARC commands: `_recall §id`, `_recall §id <chunk>`, `_recall_meta §id`, "
-         "`_catalog next`, `_catalog page <n>`")
+
+RECALL, RECALL_META, CATALOG = "_recall", "_recall_meta", "_catalog"
+
+
+@dataclass(frozen=True)
+class CommandSpec:
+    """One ARC command: its word (also its tool's name), its text forms, the pattern a model
+    agent constrained to the protocol may emit, and its tool's description and parameters."""
+
+    word: str
+    forms: tuple[str, ...]
+    action_regex: str
+    description: str
+    parameters: dict
+
+
+_HEX_ID = "§[0-9a-f]{8,40}"
+COMMANDS = (
+    CommandSpec(RECALL, (f"{RECALL} §id", f"{RECALL} §id <chunk>"), rf"{RECALL} {_HEX_ID}( [0-9]{{1,4}})?",
+                "Return a stored observation exactly by its §id (optionally one chunk of a long one).",
+                {"type": "object", "properties": {"id": {"type": "string"},
+                                                  "chunk": {"type": "integer", "minimum": 1}},
+                 "required": ["id"]}),
+    CommandSpec(RECALL_META, (f"{RECALL_META} §id",), f"{RECALL_META} {_HEX_ID}",
+                "Return only the citation metadata of a §id.",
+                {"type": "object", "properties": {"id": {"type": "string"}}, "required": ["id"]}),
+    CommandSpec(CATALOG, (f"{CATALOG} next", f"{CATALOG} page <n>"), rf"{CATALOG} next|{CATALOG} page [0-9]{{1,4}}",
+                "Show the next page, or page N, of the citation catalog.",
+                {"type": "object", "properties": {"page": {"type": "integer", "minimum": 1}}}),
+)
+# Longest first, so that a prefix match never takes _recall for _recall_meta.
+COMMAND_WORDS = tuple(sorted((spec.word for spec in COMMANDS), key=len, reverse=True))
+USAGE = "ARC commands: " + ", ".join(f"`{form}`" for spec in COMMANDS for form in spec.forms)
+ACTION_REGEX = "|".join(spec.action_regex for spec in COMMANDS)
+
 _ID = r"§?(?P<id>[^\s`]+?)[.,;:!?)\]]*"
 _PATTERNS = [
-    (re.compile(rf"_recall_meta\s+{_ID}"), lambda m: RecallMeta(m["id"])),
-    (re.compile(rf"_recall\s+{_ID}(?:\s+(?:chunk\s+)?(?P<chunk>\d+))?"),
+    (re.compile(rf"{RECALL_META}\s+{_ID}"), lambda m: RecallMeta(m["id"])),
+    (re.compile(rf"{RECALL}\s+{_ID}(?:\s+(?:chunk\s+)?(?P<chunk>\d+))?"),
      lambda m: Recall(m["id"], int(m["chunk"]) if m["chunk"] else None)),
-    (re.compile(r"_catalog\s+next"), lambda m: CatalogNext()),
-    (re.compile(r"_catalog\s+page\s+(?P<page>\d+)"), lambda m: CatalogPage(int(m["page"]))),
+    (re.compile(rf"{CATALOG}\s+next"), lambda m: CatalogNext()),
+    (re.compile(rf"{CATALOG}\s+page\s+(?P<page>\d+)"), lambda m: CatalogPage(int(m["page"]))),
 ]
-_PREFIX = re.compile(r"_(recall_meta|recall|catalog)\b")
+_PREFIX = re.compile("(" + "|".join(COMMAND_WORDS) + r")\b")
 
 
 def parse_line(line: str) -> Command | None:

@@ -35,7 +35,18 @@ from arc_vllm.core.tokens import CachedCounter
 from arc_vllm.core.turn import CITED, MINIMAL, REACT, VERBATIM, Turn, merge_groups, turn_messages
 from arc_vllm.core.view import MessageSizer, View, serialize
 
-DEFAULT_SYSTEM = ARC_NOTE  # the system prompt of a context whose client gives none
+
+
+def arc_system(*before: str, action_format: str = "") -> str:
+    """ARC's system prompt, assembled here only: the paragraphs before it (a recorded agent's,
+    a benchmark's own), then ARC's note on stubs and commands, followed in the same paragraph
+    by the agent's action format when one is given. (On the server, the client's prefix stays
+    as it was sent and the note is shown after it: ``note``.)"""
+    note = f"{ARC_NOTE} {action_format}" if action_format else ARC_NOTE
+    return "\n\n".join([*(part for part in before if part), note])
+
+
+DEFAULT_SYSTEM = arc_system()  # the system prompt of a context whose client gives none
 
 # A body over this many characters per token of the space it would need is not counted
 # (at worst a body that might just have fitted is cited).

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import re
 
+from arc_vllm.core.commands import CATALOG, RECALL, RECALL_META
+
 ACTION_PREFIX = "Action: "
 OBSERVATION_PREFIX = "Observation:\n"
 CITED_PREFIX = "Observation (cited, not shown in full):\n"
@@ -21,9 +23,9 @@ COMMAND_PREFIX = "[ARC] "
 ARC_NOTE = (
     "You are an agent that solves tasks with tools. ARC manages your context: older tool "
     "observations may be replaced by citation stubs like §1f3a9c0d, and nothing is ever lost. "
-    "To read a stored observation exactly, reply with the action `_recall §id` (long ones come "
-    "in chunks: `_recall §id 2`); `_recall_meta §id` shows its metadata; `_catalog next` and "
-    "`_catalog page <n>` page through every stored observation.")
+    f"To read a stored observation exactly, reply with the action `{RECALL} §id` (long ones come "
+    f"in chunks: `{RECALL} §id 2`); `{RECALL_META} §id` shows its metadata; `{CATALOG} next` and "
+    f"`{CATALOG} page <n>` page through every stored observation.")
 CLIPPED_ARGUMENTS_KEY = "_arc_clipped"
 CATALOG_PAGE_MARK = "[ARC catalog page"
 CATALOG_WRAPPED = "wrapped around"
@@ -44,7 +46,7 @@ def cited_observation(stub: str) -> str:
 
 
 def minimal_observation(step: int, id: str) -> str:
-    return f"[step {step}] §{id} (_recall §{id})"
+    return f"[step {step}] §{id} ({RECALL} §{id})"
 
 
 def command_response(note: str) -> str:
@@ -92,18 +94,18 @@ def stub(record, head: str, tail: str, signature_chars: int) -> str:
         lines.append(f"  head: {preview(head)}{more}")
     if tail:
         lines.append(f"  tail: …{preview(tail)}")
-    lines.append(f"  (_recall §{record.id} for the full text)")
+    lines.append(f"  ({RECALL} §{record.id} for the full text)")
     return "\n".join(lines)
 
 
 def smallest_stub(record) -> str:
-    return f"§{record.id} · {record.chars:,} chars (_recall §{record.id})"
+    return f"§{record.id} · {record.chars:,} chars ({RECALL} §{record.id})"
 
 
 # --- the catalog (core/catalog.py) -----------------------------------------------------------
 def catalog_header(page: int, pages: int, first: int, last: int, total: int) -> str:
     return (f"{CATALOG_PAGE_MARK} {page}/{pages} · stubs {first}-{last} of {total} · "
-            "`_catalog next` · `_catalog page <n>` · `_recall §id`]")
+            f"`{CATALOG} next` · `{CATALOG} page <n>` · `{RECALL} §id`]")
 
 
 def catalog_shown(page: int, pages: int) -> str:
@@ -119,7 +121,7 @@ def catalog_no_page(page: int, pages: int) -> str:
 
 
 # --- the summary S (core/compaction.py) ------------------------------------------------------
-SUMMARY_HEADER = "[ARC summary of earlier steps; §ids are exact stored observations: `_recall §id`]"
+SUMMARY_HEADER = f"[ARC summary of earlier steps; §ids are exact stored observations: `{RECALL} §id`]"
 
 
 def summary_entry(step: int, thought: str, action: str, result: str, indent: bool = False) -> str:
@@ -150,7 +152,7 @@ def recall_limit(r: int) -> str:
 
 def recall_unknown(id: str, near: list[str]) -> str:
     hint = (f" Did you mean {', '.join('§' + id for id in near)}?" if near
-            else " `_catalog next` lists the stored observations.")
+            else f" `{CATALOG} next` lists the stored observations.")
     return f"no observation §{id} in this session.{hint}"
 
 
@@ -163,7 +165,7 @@ def recalled_whole(id: str, chars: int) -> str:
 
 
 def recalled_chunk(id: str, chunk: int, total: int, chars: int) -> str:
-    follow = f"; next: `_recall §{id} {chunk + 1}`" if chunk < total else "; last chunk"
+    follow = f"; next: `{RECALL} §{id} {chunk + 1}`" if chunk < total else "; last chunk"
     return f"§{id} chunk {chunk}/{total} recalled ({chars:,} chars), shown under RECALLED{follow}"
 
 
@@ -171,7 +173,7 @@ def recalled_inline(id: str, chunk: int | None, total: int) -> str:
     """The head of a recall answered in place (a tool message holding the text)."""
     if chunk is None:
         return f"§{id}, exact stored text:"
-    follow = f"next: `_recall §{id} {chunk + 1}`" if chunk < total else "last chunk"
+    follow = f"next: `{RECALL} §{id} {chunk + 1}`" if chunk < total else "last chunk"
     return f"§{id} chunk {chunk}/{total} ({follow}), exact stored text:"
 
 
@@ -182,7 +184,7 @@ def recalled_label(id: str, chunk: int | None, total: int) -> str:
 # --- patterns that read the formats back (the scripted agent, tests) -----------------------
 READ_ACTION = re.compile(r"Action: cat (\S+)")
 STUB_OF = "§([0-9a-f]{{8,40}}) · {signature}"          # .format(signature=re.escape(...))
-NEXT_CHUNK = re.compile(r"next: `(_recall §[0-9a-f]+ \d+)`")
+NEXT_CHUNK = re.compile(rf"next: `({RECALL} §[0-9a-f]+ \d+)`")
 RECALLED_CHUNK = re.compile(r"<<< §([0-9a-f]+) chunk (\d+)/(\d+) >>>\n(.*?)\n<<< end §", re.DOTALL)
 
 

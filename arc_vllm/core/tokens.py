@@ -106,7 +106,9 @@ class HFTokenCounter:
             re.escape(token.content) for token in sorted(added, key=lambda t: -len(t.content))))
         self._segment_counts = CharBoundedLRU(SEGMENT_CACHE_CHARS)
         # Byte-level BPE (GPT-2 style): every vocabulary character stands for one byte.
-        byte_of = {symbol: byte for byte, symbol in _gpt2_byte_symbols().items()}
+        from transformers.convert_slow_tokenizer import bytes_to_unicode
+
+        byte_of = {symbol: byte for byte, symbol in bytes_to_unicode().items()}
         vocabulary = self.tokenizer.get_vocab()
         if type(self._backend.pre_tokenizer).__name__ == "ByteLevel" or all(
                 symbol in vocabulary for symbol in list(byte_of)[:94]):
@@ -197,19 +199,6 @@ class HFTokenCounter:
             # Segments are copies of prompt text: the cache bounds the characters they hold.
             self._segment_counts.put(segment, cached, len(segment))
         return cached
-
-
-def _gpt2_byte_symbols() -> dict[int, str]:
-    """GPT-2's byte-level alphabet: byte -> the printable character that stands for it."""
-    printable = (list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1))
-                 + list(range(ord("®"), ord("ÿ") + 1)))
-    symbols = dict(zip(printable, map(chr, printable)))
-    extra = 0
-    for byte in range(256):
-        if byte not in symbols:
-            symbols[byte] = chr(256 + extra)
-            extra += 1
-    return symbols
 
 
 def install_offline_tiktoken() -> str:

@@ -100,6 +100,25 @@ class TorchDecode:
         return {"nominal_context": context, "batch": batch, "context_tokens": context,
                 "measured_s": statistics.median(times), "step_times_s": times}
 
+    # ---- the profiled-engine interface (cost/profile.py ``ProfiledEngine``) --------------------
+    reads_counters = True  # the step is plain torch: ncu/rocprofv3 can wrap it
+    max_prompt = None  # no real calls: --trace needs the vLLM engine
+
+    def decode_cells(self, context: int, batches: list[int], steps: int) -> list[dict]:
+        return [self.decode_cell(context, batch, steps) for batch in batches]
+
+    def prefill_seconds(self, prompt_tokens: int) -> float | None:
+        return None  # decode only
+
+    def kv_bytes(self, cells: list[dict], model: Model) -> dict:
+        return {"measured_bytes_per_token": model.kv_bytes_per_token,
+                "model_bytes_per_token": model.kv_bytes_per_token,
+                "note": "the torch step allocates exactly the model's KV shapes",
+                "torch_weight_bytes": self.weight_bytes}
+
+    def call_seconds(self, prompt_tokens: int, generated_tokens: int) -> float:
+        raise NotImplementedError("--trace needs the vLLM engine (prefill and decode of real calls)")
+
 
 def model_of(name: str) -> Model:
     from pathlib import Path

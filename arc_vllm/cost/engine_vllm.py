@@ -120,3 +120,19 @@ class EngineProbe:
 
     def kv_bytes_per_token(self, kv: dict) -> float:
         return kv["used_blocks"] * self.block_bytes() / kv["tokens_held"]
+
+    # ---- the profiled-engine interface (cost/profile.py ``ProfiledEngine``) --------------------
+    reads_counters = False  # counters would be read around the torch step, not the engine
+
+    @property
+    def max_prompt(self) -> int:
+        return self.max_model_len - 1
+
+    def kv_bytes(self, cells: list[dict], model) -> dict:
+        """What the engine held at the largest cell (its first pure decode step), beside what
+        the roofline ``model`` says."""
+        largest = max(cells, key=lambda cell: cell["context_tokens"] * cell["batch"])
+        return {"measured_bytes_per_token": self.kv_bytes_per_token(largest["kv"]),
+                "model_bytes_per_token": model.kv_bytes_per_token, "block_bytes": self.block_bytes(),
+                "block_size": self.block_size(), "at": {"context": largest["nominal_context"],
+                                                        "batch": largest["batch"], **largest["kv"]}}

@@ -25,16 +25,20 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import math
 import os
 import shutil
 import sys
 from pathlib import Path
+from typing import Protocol
 
 from arc_vllm.cost.calibrate import calibrate, peak_memory_bytes
 from arc_vllm.cost.comparison import compare_cells, fits, within
 from arc_vllm.cost.profile_report import markdown
 from arc_vllm.cost.roofline import SPECS, Hardware, Model, decode_step_bytes, prefill_seconds
+
+logger = logging.getLogger(__name__)
 
 DEFAULT_CONTEXTS = (256, 1024, 2048, 4096, 8192)
 DEFAULT_BATCHES = (1, 4, 16)
@@ -80,8 +84,38 @@ def traffic_counters(model_name: str, cells: list[dict], device: str) -> dict:
 
 
 def progress(cell: dict) -> None:
-    print(f"[profile] context {cell['nominal_context']} batch {cell['batch']}: "
-          f"{1e3 * cell['measured_s']:.1f} ms per decode step", file=sys.stderr, flush=True)
+    logger.info("[profile] context %s batch %s: %.1f ms per decode step", cell["nominal_context"],
+                cell["batch"], 1e3 * cell["measured_s"])
+
+
+class ProfiledEngine(Protocol):
+    """What ``profile`` measures through, for either engine: ``cost/engine_vllm.EngineProbe``
+    (the real engine) or ``cost/engine_torch.TorchDecode`` (plain torch decode steps)."""
+
+    reads_counters: bool  # DRAM counters (ncu/rocprofv3) can wrap its step
+    max_prompt: int | None  # the longest prompt a real call may have (None: it runs no calls)
+
+    def decode_cells(self, context: int, batches: list[int], steps: int) -> list[dict]: ...
+
+    def prefill_seconds(self, prompt_tokens: int) -> float | None: ...  # None: not measured
+
+    def kv_bytes(self, cells: list[dict], model: Model) -> dict: ...
+
+    def call_seconds(self, prompt_tokens: int, generated_tokens: int) -> float: ...
+
+
+def open_engine(engine: str, loaded: str, model: Model, device: str, contexts, batches,
+                kv_cache_gib: float | None, longest_call: int) -> ProfiledEngine:
+    if engine == "vllm":
+        from arc_vllm.cost.engine_vllm import EngineProbe
+
+        if kv_cache_gib is None:  # room for the largest cell, and a margin
+            need = max(batches) * (max(contexts) + 512) * model.kv_bytes_per_token
+            kv_cache_gib = max(1, math.ceil(1.25 * need / 2 ** 30))
+        return EngineProbe(loaded, max(max(contexts), longest_call), max(batches), kv_cache_gib)
+    from arc_vllm.cost.engine_torch import TorchDecode
+
+    return TorchDecode(model, device)
 
 
 def profile(engine: str = "vllm", model_name: str | None = None, hardware_choice: str = "auto",
@@ -93,48 +127,23 @@ def profile(engine: str = "vllm", model_name: str | None = None, hardware_choice
     calibration = calibrate(device)
     hardware, hardware_source = hardware_for(hardware_choice, calibration, device)
     loaded, model = model_for(model_name, engine, device)
-    cells, prefill, kv = [], [], {}
-    rows = []
+    cells, prefill, rows, longest = [], [], [], 0
     if trace:
         from arc_vllm.cost.report import calls_of
         from arc_vllm.reports.summary import load_results
 
         rows = load_results(Path(trace))
         longest = max((call.prompt_tokens + call.generated_tokens for call in calls_of(rows)), default=0)
-    if engine == "vllm":
-        from arc_vllm.cost.engine_vllm import EngineProbe
-
-        if kv_cache_gib is None:  # room for the largest cell, and a margin
-            need = max(batches) * (max(contexts) + 512) * model.kv_bytes_per_token
-            kv_cache_gib = max(1, math.ceil(1.25 * need / 2 ** 30))
-        probe = EngineProbe(loaded, max(max(contexts), longest if trace else 0), max(batches),
-                            kv_cache_gib)
-        for context in contexts:
-            prefill.append({"prompt_tokens": context, "measured_s": probe.prefill_seconds(context),
+    probe = open_engine(engine, loaded, model, device, contexts, batches, kv_cache_gib, longest)
+    for context in contexts:
+        measured = probe.prefill_seconds(context)
+        if measured is not None:
+            prefill.append({"prompt_tokens": context, "measured_s": measured,
                             "predicted_s": prefill_seconds(model, hardware, context)})
-            for cell in probe.decode_cells(context, batches, steps):
-                cells.append(cell)
-                progress(cell)
-        largest = max(cells, key=lambda c: c["context_tokens"] * c["batch"])
-        kv = {"measured_bytes_per_token": probe.kv_bytes_per_token(largest["kv"]),
-              "model_bytes_per_token": model.kv_bytes_per_token, "block_bytes": probe.block_bytes(),
-              "block_size": probe.block_size(), "at": {"context": largest["nominal_context"],
-                                                       "batch": largest["batch"], **largest["kv"]}}
-        run_call = (lambda call: probe.call_seconds(call.prompt_tokens, call.generated_tokens))
-        max_prompt = probe.max_model_len - 1
-    else:
-        from arc_vllm.cost.engine_torch import TorchDecode
-
-        probe = TorchDecode(model, device)
-        for context in contexts:
-            for batch in batches:
-                cells.append(probe.decode_cell(context, batch, steps))
-                progress(cells[-1])
-        kv = {"measured_bytes_per_token": model.kv_bytes_per_token,
-              "model_bytes_per_token": model.kv_bytes_per_token,
-              "note": "the torch step allocates exactly the model's KV shapes",
-              "torch_weight_bytes": probe.weight_bytes}
-        run_call, max_prompt = None, None
+        for cell in probe.decode_cells(context, batches, steps):
+            cells.append(cell)
+            progress(cell)
+    kv = probe.kv_bytes(cells, model)
     compared = compare_cells(cells, model, hardware)
     for cell in compared:
         cell["implied_bytes"] = cell["measured_s"] * calibration["copy_bytes_per_s"]
@@ -146,18 +155,19 @@ def profile(engine: str = "vllm", model_name: str | None = None, hardware_choice
               "calibration": calibration, "hardware": dict(hardware.__dict__, source=hardware_source),
               "decode": compared, "prefill": prefill, "fit": fits(compared, model, hardware),
               "kv_bytes": kv, "peak_memory_bytes": peak_memory_bytes(device),
-              "traffic": traffic_counters(loaded, compared, device) if engine == "torch" else
+              "traffic": traffic_counters(loaded, compared, device) if probe.reads_counters else
               {"measured": False, "reason": "not measured: counters are read around the torch step"}}
     ratios = [cell["ratio"] for cell in compared]
     result["targets"] = {"ratios_within_0.67_1.5": within(ratios),
                          "cells_within": sum(within([r]) for r in ratios), "cells": len(ratios),
                          "fit_r2_at_least_0.9": result["fit"]["r2"] >= 0.9}
     if trace:
-        if run_call is None:
+        if probe.max_prompt is None:
             raise SystemExit("--trace needs the vLLM engine (prefill and decode of real calls)")
         from arc_vllm.cost.trace import replay_trace
 
-        result["trace"] = dict(replay_trace(rows, run_call, model, hardware, trace_calls, max_prompt),
+        run_call = (lambda call: probe.call_seconds(call.prompt_tokens, call.generated_tokens))
+        result["trace"] = dict(replay_trace(rows, run_call, model, hardware, trace_calls, probe.max_prompt),
                                file=str(trace))
     return result
 

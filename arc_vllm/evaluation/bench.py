@@ -15,6 +15,7 @@ Used by ``arc-vllm bench niah`` and ``arc-vllm bench longbench``.
 from __future__ import annotations
 
 import json
+import logging
 import sys
 import threading
 import time
@@ -24,6 +25,8 @@ from pathlib import Path
 
 from arc_vllm.agent.loop import episode_record, run_episode
 from arc_vllm.policies import MODEL_POLICIES, POLICIES, make_policy
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -142,7 +145,7 @@ def run(out: str | Path, *, benchmark: str, methods: list[str], seeds: list[int]
             result = run_episode(policy, task, make_agent(task, policy), counter, config.input_budget_tokens,
                                  force=setting.force, max_calls=getattr(task, "max_calls", max_calls))
         except Exception as error:  # noqa: BLE001 - recorded as a crashed attempt, run goes on
-            print(f"{method} {task.id}: {type(error).__name__}: {error}", file=sys.stderr)
+            logger.warning("%s %s: %s: %s", method, task.id, type(error).__name__, error)
             result = episode_record(task.id, method, {
                 "passed": False, "answered": False, "crashed": True,
                 "reason": f"{type(error).__name__}: {str(error)[:300]}"}, [])

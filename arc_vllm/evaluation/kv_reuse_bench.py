@@ -36,17 +36,20 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import math
 import os
 import sys
 import time
 from pathlib import Path
 
-from arc_vllm.replay.importers import read_all
-from arc_vllm.replay.replay import apply_step, start_context
 from arc_vllm.kv.config import KVReuseConfig
 from arc_vllm.kv.extra_args import ArcExtraArgs
 from arc_vllm.kv.warmup import WarmupPlanner
+from arc_vllm.replay.importers import read_all
+from arc_vllm.replay.replay import apply_step, start_context
+
+logger = logging.getLogger(__name__)
 
 GENERATED = 32
 TOP_LOGPROBS = 20
@@ -137,7 +140,7 @@ class SessionRunner:
         return results
 
 
-def chained(runner: SessionRunner, replayed: list[dict], chains: int, recompute: int, log) -> dict:
+def chained(runner: SessionRunner, replayed: list[dict], chains: int, recompute: int) -> dict:
     """Whole trajectories, every view in order, off and on: reused KV stays in the prefix cache
     for the turns after a compaction and is moved again by the next one, so errors can add up."""
     picked = [item for item in replayed if sum(compacted for *_, compacted in item["views"]) >= 2][:chains]
@@ -158,7 +161,7 @@ def chained(runner: SessionRunner, replayed: list[dict], chains: int, recompute:
                 agreement, kl = agreement_and_kl(reference["output"], result["output"])
                 figures["agreement"].append(agreement)
                 figures["kl"].append(kl)
-        print(f"  chain {item['trajectory']}: {len(views)} turns", file=log)
+        logger.info("  chain %s: %d turns", item["trajectory"], len(views))
     agreements, divergences = figures.pop("agreement"), figures.pop("kl")
     figures["greedy_agreement"] = round(sum(agreements) / max(len(agreements), 1), 4)
     figures["mean_kl"] = round(sum(divergences) / max(len(divergences), 1), 5)
@@ -202,7 +205,7 @@ def machine(llm) -> dict:
             "cpu_flags": [flag for flag in CPU_FLAGS if flag in words], "kv_reuse_check": checks}
 
 
-def start_engine(model: str | None, context_window: int, dtype: str, log):
+def start_engine(model: str | None, context_window: int, dtype: str):
     """The in-process engine with ARC's connector (the runner reads the connector's own count
     of claimed tokens), and what the figures depend on; refuses a connector whose layout check
     failed (it would reuse nothing)."""
@@ -211,15 +214,14 @@ def start_engine(model: str | None, context_window: int, dtype: str, log):
     os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
     backend = VllmBackend(model, context_window=context_window, kv_reuse=True, dtype=dtype)
     where = machine(backend.llm)
-    print(f"engine: attention {where['isa']}, {where['dtype']}, CPU flags {' '.join(where['cpu_flags'])}",
-          file=log)
+    logger.info("engine: attention %s, %s, CPU flags %s", where["isa"], where["dtype"], " ".join(where["cpu_flags"]))
     if not all(check["ok"] for check in where["kv_reuse_check"]):
         backend.close()
         raise RuntimeError(f"KV reuse failed its start-up layout check, so it is off: {where['kv_reuse_check']}")
     return backend, where
 
 
-def measure_pairs(runner: SessionRunner, pairs: list[dict], modes: dict, log) -> tuple[dict, dict, list]:
+def measure_pairs(runner: SessionRunner, pairs: list[dict], modes: dict) -> tuple[dict, dict, list]:
     """Every compaction pair, off and in every reuse mode, from exact KV: the prefill computed
     off, each mode's figures against off, and one row per pair."""
     totals = {mode: {"computed": 0, "stages": 0, "reused": 0, "agreement": [], "kl": []} for mode in modes}
@@ -243,7 +245,7 @@ def measure_pairs(runner: SessionRunner, pairs: list[dict], modes: dict, log) ->
             row.setdefault("agreement", {})[mode] = agreement
             row.setdefault("kl", {})[mode] = round(kl, 5)
         per_pair.append(row)
-        print(f"  turn {index + 1}/{len(pairs)}: {json.dumps(row['computed'])}", file=log)
+        logger.info("  turn %d/%d: %s", index + 1, len(pairs), json.dumps(row["computed"]))
     variants = {mode: {"recompute_tokens": tokens,
                        "prefill_tokens_computed": totals[mode]["computed"],
                        "kv_reused_tokens": totals[mode]["reused"],
@@ -256,27 +258,26 @@ def measure_pairs(runner: SessionRunner, pairs: list[dict], modes: dict, log) ->
 
 def run(out: str, paths: list[str], model: str | None, context_window: int, max_tokens: int,
         pairs_limit: int, recompute: list[int], niah_tasks: int, niah_max_calls: int, chains: int = 2,
-        log=sys.stderr, dtype: str = "auto") -> dict:
+        dtype: str = "auto") -> dict:
     from arc_vllm.core.config import ArcConfig
     from arc_vllm.core.tokens import load_counter
 
     started = time.perf_counter()
     out_dir = Path(out)
     out_dir.mkdir(parents=True, exist_ok=True)
-    backend, where = start_engine(model, context_window, dtype, log)
+    backend, where = start_engine(model, context_window, dtype)
     try:
         counter = load_counter(backend.model)
         replayed = replayed_views(paths, ArcConfig.for_window(context_window, max_tokens), counter)
         pairs = compaction_pairs(replayed, pairs_limit)
         if not pairs:
             raise ValueError(f"no compaction turn in {', '.join(paths)} at --context-window {context_window}")
-        print(f"{len(pairs)} compaction turns, {sum(len(p['current']) for p in pairs)} prompt tokens",
-              file=log)
+        logger.info("%d compaction turns, %d prompt tokens", len(pairs), sum(len(p["current"]) for p in pairs))
         runner = SessionRunner(backend.llm)
         modes = {"off": None, **{("on" if r == 0 else f"on+r{r}"): r for r in recompute}}
-        off, variants, per_pair = measure_pairs(runner, pairs, modes, log)
+        off, variants, per_pair = measure_pairs(runner, pairs, modes)
         first = next(iter(variants))
-        chain = chained(runner, replayed, chains, variants[first]["recompute_tokens"], log) if chains else {}
+        chain = chained(runner, replayed, chains, variants[first]["recompute_tokens"]) if chains else {}
         niah = {mode: niah_accuracy(backend, out_dir / f"niah-{mode}", mode == "on", niah_tasks,
                                     niah_max_calls, context_window, counter)
                 for mode in ("off", "on")} if niah_tasks else {}
@@ -369,4 +370,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    from arc_vllm.console import show_progress
+
+    show_progress()
     sys.exit(main())

@@ -11,9 +11,11 @@ fails to come back is reported, not written, so the next run does it.
 
 from __future__ import annotations
 
-import sys
+import logging
 
 from arc_vllm.ray_cluster import start
+
+logger = logging.getLogger(__name__)
 
 
 def results(attempt, plan: list[tuple], address: str, max_retries: int = 3):
@@ -35,7 +37,7 @@ def results(attempt, plan: list[tuple], address: str, max_retries: int = 3):
                     lost.append((item, f"{type(error).__name__}: {str(error)[:200]}"))
         for item, reason in lost:
             method, setting, seed, index = item
-            print(f"not done (rerun to complete): {method} {setting.label} seed {seed} task {index}: "
-                  f"{reason}", file=sys.stderr)
+            logger.warning("not done (rerun to complete): %s %s seed %s task %s: %s", method, setting.label,
+                           seed, index, reason)
     finally:
         ray.shutdown()

@@ -23,6 +23,7 @@ import re
 
 from arc_vllm.evaluation.niah import ALPHABET, NEEDLE_LENGTH
 from arc_vllm.core import formats
+from arc_vllm.core.commands import CATALOG, RECALL
 
 NEEDLE = re.compile(rf"NEEDLE=([{ALPHABET}]{{{NEEDLE_LENGTH}}})(?![{ALPHABET}])")
 ORDER = re.compile(r"in this order with `cat FILE`: (.+?)\. One of them")
@@ -58,10 +59,10 @@ class ScriptedAgent:
         if chunks:
             return thought, chunks[-1]
         stub = SECRETS_STUB.search(text)
-        if stub and not formats.tried(f"_recall §{stub.group(1)}", text):  # not tried yet
-            return thought, f"_recall §{stub.group(1)}"
+        if stub and not formats.tried(f"{RECALL} §{stub.group(1)}", text):  # not tried yet
+            return thought, f"{RECALL} §{stub.group(1)}"
         if formats.CATALOG_PAGE_MARK in text and formats.CATALOG_WRAPPED not in text:
-            return thought, "_catalog next"
+            return thought, f"{CATALOG} next"
         return thought, GIVE_UP
 
 

@@ -7,17 +7,18 @@ the view would exceed its budget, and the recall steps the agent chooses to take
 
 from __future__ import annotations
 
-from arc_vllm.core.context import DEFAULT_SYSTEM, ArcContext
+from arc_vllm.core.commands import ACTION_REGEX
+from arc_vllm.core.context import ArcContext, arc_system
 from arc_vllm.policies.base import ACTION_FORMAT
 
 
 class ArcPolicy:
     name = "arc"
     # ARC's commands, for a model agent constrained to the protocol (core/commands.py grammar).
-    action_regex = r"_recall §[0-9a-f]{8,40}( [0-9]{1,4})?|_recall_meta §[0-9a-f]{8,40}|_catalog next|_catalog page [0-9]{1,4}"
+    action_regex = ACTION_REGEX
 
     def __init__(self, counter, budget_tokens: int, *, task: str, config,
-                 system: str = DEFAULT_SYSTEM + " " + ACTION_FORMAT):
+                 system: str = arc_system(action_format=ACTION_FORMAT)):
         if config.input_budget_tokens != budget_tokens:
             raise ValueError(f"ArcConfig's L = {config.input_budget_tokens} differs from the "
                              f"loop's budget {budget_tokens}")

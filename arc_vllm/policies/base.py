@@ -57,7 +57,7 @@ class ModelCalls:
         return calls
 
 
-def turn_messages(thought: str, action: str, observation: str) -> list[dict]:
+def step_messages(thought: str, action: str, observation: str) -> list[dict]:
     """One verbatim step as chat messages (the baselines' common serialisation)."""
     return [{"role": "assistant", "content": formats.react_action(thought, action)},
             {"role": "user", "content": formats.observation_block(observation, True)}]

@@ -15,7 +15,7 @@ Subclasses say how to ask (``fold_messages``) and how to keep the answer (``abso
 
 from __future__ import annotations
 
-from arc_vllm.policies.base import SYSTEM, ContextOverflow, ModelCalls, prefix_messages, turn_messages
+from arc_vllm.policies.base import SYSTEM, ContextOverflow, ModelCalls, prefix_messages, step_messages
 
 
 def step_text(step: list[dict]) -> str:
@@ -53,7 +53,7 @@ class Folding(ModelCalls):
 
     # --- the protocol -------------------------------------------------------------------------
     def observe(self, action, observation, *, thought="", returncode=None):
-        self.steps.append(turn_messages(thought, action, observation))
+        self.steps.append(step_messages(thought, action, observation))
 
     def intercept(self, action, *, thought=""):
         return None

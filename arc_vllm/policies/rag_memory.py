@@ -14,7 +14,7 @@ which the engine's prefix cache cannot reuse.
 
 from __future__ import annotations
 
-from arc_vllm.policies.base import SYSTEM, ContextOverflow, prefix_messages, turn_messages
+from arc_vllm.policies.base import SYSTEM, ContextOverflow, prefix_messages, step_messages
 
 
 def line_chunks(text: str, chunk_chars: int) -> list[str]:
@@ -49,7 +49,7 @@ class RagMemory:
     def observe(self, action, observation, *, thought="", returncode=None):
         from arc_vllm.policies.embedding import embed
 
-        self.steps.append((action, turn_messages(thought, action, observation)))
+        self.steps.append((action, step_messages(thought, action, observation)))
         fresh = [f"[{action}]\n{chunk}" for chunk in line_chunks(observation, self.chunk_chars)]
         if fresh:
             import torch

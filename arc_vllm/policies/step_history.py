@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from arc_vllm.policies.base import SYSTEM, ContextOverflow, prefix_messages, turn_messages
+from arc_vllm.policies.base import SYSTEM, ContextOverflow, prefix_messages, step_messages
 
 
 @dataclass(frozen=True)
@@ -56,7 +56,7 @@ class StepHistory:
             if observation is None:
                 continue
             step = self.steps[index]
-            messages += turn_messages(step.thought, step.action, observation)
+            messages += step_messages(step.thought, step.action, observation)
         return messages
 
     def recoverable(self) -> int:

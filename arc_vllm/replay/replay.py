@@ -17,19 +17,21 @@ Writes DIR/summary.json and DIR/trajectories/<id>.json.
 from __future__ import annotations
 
 import json
+import logging
 import re
-import sys
 import time
 from pathlib import Path
 
-from arc_vllm.replay.importers import read_all
-from arc_vllm.kv.claims import ClaimReplay
-from arc_vllm.replay.trajectory import Trajectory
 from arc_vllm.core.commands import parse_commands
 from arc_vllm.core.config import ArcConfig
-from arc_vllm.core.context import DEFAULT_SYSTEM, ArcContext
+from arc_vllm.core.context import ArcContext, arc_system
 from arc_vllm.core.recall import recall_all
 from arc_vllm.core.turn import REACT, VERBATIM, turn_messages
+from arc_vllm.kv.claims import ClaimReplay
+from arc_vllm.replay.importers import read_all
+from arc_vllm.replay.trajectory import Trajectory
+
+logger = logging.getLogger(__name__)
 
 PREFIX_BLOCK_TOKENS = 128  # vLLM-CPU's prefix-cache block size, measured here
 
@@ -55,8 +57,7 @@ def percentile(values: list[float], fraction: float) -> float:
 
 def start_context(trajectory: Trajectory, config: ArcConfig, counter) -> ArcContext:
     """The ARC context an agent of ``trajectory`` starts with (its system prompt, then ARC's)."""
-    system = f"{trajectory.system}\n\n{DEFAULT_SYSTEM}" if trajectory.system else DEFAULT_SYSTEM
-    return ArcContext(config, counter, task=trajectory.task, system=system)
+    return ArcContext(config, counter, task=trajectory.task, system=arc_system(trajectory.system))
 
 
 def apply_step(context: ArcContext, step) -> bool:
@@ -156,13 +157,12 @@ def safe_name(id: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]", "_", id)[:100] or "trajectory"
 
 
-def run(paths, out: str, config: ArcConfig, tokenizer: str | None, log=sys.stderr,
-        format: str | None = None) -> dict:
+def run(paths, out: str, config: ArcConfig, tokenizer: str | None, format: str | None = None) -> dict:
     from arc_vllm.core.tokens import load_counter
 
     loaded = read_all([paths] if isinstance(paths, (str, Path)) else paths, format)
     for error in loaded.errors:
-        print(error, file=log)
+        logger.warning("%s", error)
     counter = load_counter(tokenizer)
     out_dir = Path(out)
     (out_dir / "trajectories").mkdir(parents=True, exist_ok=True)
@@ -172,14 +172,15 @@ def run(paths, out: str, config: ArcConfig, tokenizer: str | None, log=sys.stder
             result = replay_one(trajectory, config, counter)
         except ValueError as error:  # e.g. a task prefix the window cannot hold
             skipped.append({"id": trajectory.id, "reason": str(error)})
-            print(f"{trajectory.id}: skipped: {error}", file=log)
+            logger.warning("%s: skipped: %s", trajectory.id, error)
             continue
         results.append(result)
         (out_dir / "trajectories" / f"{safe_name(trajectory.id)}.json").write_text(
             json.dumps(result, indent=1))
-        print(f"{trajectory.id}: {result['steps']} steps, {result['compactions']} compactions, "
-              f"max prompt {max((c['prompt_tokens'] for c in result['calls']), default=0)} tokens, "
-              f"{result['exactly_recoverable']}/{result['observations']} recovered exactly", file=log)
+        logger.info("%s: %d steps, %d compactions, max prompt %d tokens, %d/%d recovered exactly",
+                    trajectory.id, result["steps"], result["compactions"],
+                    max((c["prompt_tokens"] for c in result["calls"]), default=0),
+                    result["exactly_recoverable"], result["observations"])
     summary = summarize(results, config, counter.name, loaded.errors, skipped)
     (out_dir / "summary.json").write_text(json.dumps(summary, indent=1))
     return summary

@@ -21,24 +21,26 @@ Writes DIR/<method>/summary.json and DIR/summary.md.
 from __future__ import annotations
 
 import json
-import sys
+import logging
 from pathlib import Path
 
-from arc_vllm.replay.importers import read_all
-from arc_vllm.replay.replay import PREFIX_BLOCK_TOKENS, reusable_prefix_tokens
 from arc_vllm.core import formats
+from arc_vllm.core.context import arc_system
 from arc_vllm.policies import MODEL_POLICIES, POLICIES
 from arc_vllm.policies.base import SYSTEM, ContextOverflow
+from arc_vllm.replay.importers import read_all
+from arc_vllm.replay.replay import PREFIX_BLOCK_TOKENS, reusable_prefix_tokens
+
+logger = logging.getLogger(__name__)
 
 REACTIVE = ("arc", "sliding_window", "openhands_window")
 
 
 def make(method: str, counter, config, trajectory):
-    system = f"{trajectory.system}\n\n{SYSTEM}" if trajectory.system else SYSTEM
     if method == "arc":
-        system = f"{system}\n\n{formats.ARC_NOTE}"
         return POLICIES[method](counter, config.input_budget_tokens, task=trajectory.task,
-                                config=config, system=system)
+                                config=config, system=arc_system(trajectory.system, SYSTEM))
+    system = f"{trajectory.system}\n\n{SYSTEM}" if trajectory.system else SYSTEM
     return POLICIES[method](counter, config.input_budget_tokens, task=trajectory.task, system=system)
 
 
@@ -127,7 +129,7 @@ def table(summaries: list[dict]) -> str:
     return "\n".join(rows)
 
 
-def run(paths, out: str, config, tokenizer: str | None, methods: list[str], log=sys.stderr,
+def run(paths, out: str, config, tokenizer: str | None, methods: list[str],
         format: str | None = None) -> list[dict]:
     from arc_vllm.core.tokens import load_counter
 
@@ -137,7 +139,7 @@ def run(paths, out: str, config, tokenizer: str | None, methods: list[str], log=
                          f"{', '.join(m for m in POLICIES if m not in MODEL_POLICIES)})")
     loaded = read_all([paths] if isinstance(paths, (str, Path)) else paths, format)
     for error in loaded.errors:
-        print(error, file=log)
+        logger.warning("%s", error)
     counter = load_counter(tokenizer)
     summaries = []
     for method in methods:
@@ -152,8 +154,8 @@ def run(paths, out: str, config, tokenizer: str | None, methods: list[str], log=
         folder = Path(out) / method
         folder.mkdir(parents=True, exist_ok=True)
         (folder / "summary.json").write_text(json.dumps(summary, indent=1))
-        print(f"{method}: {summary['over_budget_calls']} calls over the window, "
-              f"{summary['exactly_recoverable']}/{summary['observations']} recoverable", file=log)
+        logger.info("%s: %d calls over the window, %d/%d recoverable", method,
+                    summary["over_budget_calls"], summary["exactly_recoverable"], summary["observations"])
         summaries.append(summary)
     (Path(out) / "summary.md").write_text(table(summaries) + "\n")
     return summaries

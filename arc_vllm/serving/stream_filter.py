@@ -24,10 +24,9 @@ from __future__ import annotations
 
 import re
 
-from arc_vllm.core.commands import parse_line
+from arc_vllm.core.commands import COMMAND_WORDS, parse_line
 from arc_vllm.serving.tools import ARC_TOOL_NAMES
 
-COMMAND_WORDS = ("_recall_meta", "_recall", "_catalog")
 _LEAD = re.compile(r"^[\s`]*")
 
 

@@ -15,26 +15,14 @@ from __future__ import annotations
 
 import json
 
-from arc_vllm.core.commands import (CatalogNext, CatalogPage, InvalidCommand, Recall, RecallMeta,
-                                    parse_commands)
+from arc_vllm.core.commands import (CATALOG, COMMANDS, RECALL, RECALL_META, CatalogNext, CatalogPage,
+                                    InvalidCommand, Recall, RecallMeta, parse_commands)
 from arc_vllm.core.transcript import call_signature, tool_call_of
 from arc_vllm.core.turn import CHAT, TOOL
 
-ARC_TOOLS = [
-    {"type": "function", "function": {
-        "name": "_recall", "description": "Return a stored observation exactly by its §id "
-        "(optionally one chunk of a long one).",
-        "parameters": {"type": "object", "properties": {
-            "id": {"type": "string"}, "chunk": {"type": "integer", "minimum": 1}},
-            "required": ["id"]}}},
-    {"type": "function", "function": {
-        "name": "_recall_meta", "description": "Return only the citation metadata of a §id.",
-        "parameters": {"type": "object", "properties": {"id": {"type": "string"}},
-                       "required": ["id"]}}},
-    {"type": "function", "function": {
-        "name": "_catalog", "description": "Show the next page, or page N, of the citation catalog.",
-        "parameters": {"type": "object", "properties": {"page": {"type": "integer", "minimum": 1}}}}},
-]
+# The tools are the command set of core/commands.py, as function schemas.
+ARC_TOOLS = [{"type": "function", "function": {"name": spec.word, "description": spec.description,
+                                               "parameters": spec.parameters}} for spec in COMMANDS]
 ARC_TOOL_NAMES = {tool["function"]["name"] for tool in ARC_TOOLS}
 
 
@@ -46,22 +34,22 @@ def command_of_call(name: str, arguments: str):
         values = None
     if not isinstance(values, dict):
         return InvalidCommand(f"{name}({arguments})", "arguments must be a JSON object")
-    if name == "_catalog":
+    if name == CATALOG:
         page = values.get("page")
         if page is None:
             return CatalogNext()
         if isinstance(page, int) and not isinstance(page, bool) and page >= 1:
             return CatalogPage(page)
-        return InvalidCommand(f"_catalog({arguments})", "page must be an integer >= 1")
+        return InvalidCommand(f"{CATALOG}({arguments})", "page must be an integer >= 1")
     id = values.get("id")
     if not isinstance(id, str) or not id:
         return InvalidCommand(f"{name}({arguments})", "id must be a §id string")
     id = id.strip().lstrip("§")
-    if name == "_recall_meta":
+    if name == RECALL_META:
         return RecallMeta(id)
     chunk = values.get("chunk")
     if chunk is not None and (not isinstance(chunk, int) or isinstance(chunk, bool) or chunk < 1):
-        return InvalidCommand(f"_recall({arguments})", "chunk must be an integer >= 1")
+        return InvalidCommand(f"{RECALL}({arguments})", "chunk must be an integer >= 1")
     return Recall(id, chunk)
 
 
