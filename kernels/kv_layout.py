@@ -12,7 +12,7 @@ layouts occur:
 ``LayerCache`` reads K and V of slots (``[n, heads, head_size]``), writes them, and rotates
 written keys in place by a position delta: ``relocate_kv`` with source = destination, the
 Triton/CUDA kernel on a GPU, the torch reference on CPU. ``fill`` is what the KV-reuse
-connector (``arc_vllm/serving/kv_connector.py``) does per layer: saved K and V of a past
+connector (``arc_vllm/kv/connector.py``) does per layer: saved K and V of a past
 prompt, piece by piece, into a new request's slots, keys rotated by the move. Slot = block *
 block_size + offset.
 

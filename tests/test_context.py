@@ -252,8 +252,10 @@ def test_memory_beyond_the_stored_bodies_stays_bounded(smol, monkeypatch):
     rng = random.Random(0)
     words = ["alpha", "beta", "gamma", "\n", "delta"]
     context = ArcContext(ArcConfig.for_window(16384, 1024), smol, task="t")
-    monkeypatch.setattr(smol._segment_counts, "max_chars", 400_000)
-    context.sizer.cache.max_chars = context.counter.cache.max_chars = 400_000
+    from arc_vllm.core.lru import CharBoundedLRU
+
+    monkeypatch.setattr(smol, "_segment_counts", CharBoundedLRU(400_000))
+    context.sizer.cache, context.counter.cache = CharBoundedLRU(400_000), CharBoundedLRU(400_000)
     tracemalloc.start()
     payload, overhead = 0, {}
     for step in range(1, 601):

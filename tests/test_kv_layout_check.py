@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from arc_vllm.kernels.cpu_layout import CPU_LAYOUTS
-from arc_vllm.serving.kv_layout_check import check_layout
+from arc_vllm.kv.layout_check import check_layout
 
 SAME = {"vec": "vec", "vec16": "vec", "amx": "amx"}
 

@@ -30,7 +30,7 @@ def test_kv_reuse_implies_arc_and_names_the_connector(monkeypatch):
     assert args.scheduler_cls == "arc_vllm.serving.scheduler.ArcScheduler"
     config = args.kv_transfer_config
     assert config.kv_connector == "ArcKVConnector" and config.kv_role == "kv_both"
-    assert config.kv_connector_module_path == "arc_vllm.serving.kv_connector"
+    assert config.kv_connector_module_path == "arc_vllm.kv.connector"
     # A connector the user names, before or after, is kept.
     mine = '{"kv_connector": "MyConnector", "kv_role": "kv_both"}'
     for argv in (["--kv-transfer-config", mine, "--arc-kv-reuse"], ["--arc-kv-reuse", "--kv-transfer-config", mine]):

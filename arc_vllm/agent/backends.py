@@ -17,7 +17,7 @@
 works on CPU): a state that must be JSON, an action that must be one of the task's commands.
 
 With ``kv_reuse=True`` the in-process engine runs ARC's KV-reuse connector
-(``serving/kv_connector.py``) and ``complete(..., session=ID)`` does what ``arc-vllm serve
+(``kv/connector.py``) and ``complete(..., session=ID)`` does what ``arc-vllm serve
 --arc-kv-reuse`` does: the warm-up (``kv/warmup.py``) and the session on the request,
 so an episode's compacted views reuse its last view's KV (``arc-vllm bench kv-reuse``).
 

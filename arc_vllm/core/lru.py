@@ -24,6 +24,10 @@ class CharBoundedLRU:
     def __init__(self, max_chars: int):
         self._items = LRUCache(maxsize=max_chars, getsizeof=itemgetter(1))  # key -> (value, chars)
 
+    @property
+    def max_chars(self) -> int:
+        return self._items.maxsize
+
     def get(self, key):
         item = self._items.get(key)
         return None if item is None else item[0]

@@ -3,7 +3,7 @@
 Compaction turns come from real agent logs replayed through ARC (``replay/replay.py``; the
 sample ``examples/trajectories.jsonl`` by default): each pair is the view before a compaction
 and the compacted view, in the model's own tokens. On one in-process engine with ARC's KV
-connector (``serving/kv_connector.py``), for every pair and mode, from an empty prefix cache:
+connector (``kv/connector.py``), for every pair and mode, from an empty prefix cache:
 
 - ``off``: the previous view, then the compacted view (vLLM's prefix cache only);
 - ``on`` (and ``on+rN``: the run's first N tokens recomputed): the previous view under a

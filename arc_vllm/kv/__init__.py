@@ -1,5 +1,7 @@
-"""KV reuse's own ideas, below both the server and the agent harness that use them. Pure Python:
-no vLLM or torch.
+"""KV reuse, one package: ARC's KV-reuse connector on vLLM, and the ideas it shares with the
+server, the agent harness and replay.
+
+Pure Python (no vLLM or torch), used by the connector and by everyone else:
 
     spans.py       the token arithmetic: runs an earlier prompt holds, claim pieces, where
                    warm-up stages end
@@ -10,5 +12,12 @@ no vLLM or torch.
     config.py      the connector's knobs (``min_run``, ``host_tokens``) and its
                    ``kv_transfer_config``, read by the connector and every stager alike
 
-The connector itself (vLLM's engine-facing halves) is ``serving/kv_connector.py``.
+The connector, loaded by vLLM (``--arc-kv-reuse``, or ``kv_connector_module_path
+"arc_vllm.kv.connector"``):
+
+    connector.py            vLLM's ``KVConnectorBase_V1``: a shim over its two halves
+    connector_scheduler.py  the scheduler half (engine core): claims, saves, drops
+    connector_worker.py     the worker half: host copies of saved KV, the fill, the check
+    connector_meta.py       what the halves tell each other, and the stats they report
+    layout_check.py         the KV layout the engine chose, and the start-up self-check
 """

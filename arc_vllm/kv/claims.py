@@ -1,5 +1,5 @@
 """What the KV-reuse connector claims for a session's new prompt: one rule, used by the
-connector's scheduler half (``serving/kv_connector_scheduler.py``) and by replay's figures.
+connector's scheduler half (``kv/connector_scheduler.py``) and by replay's figures.
 
 A session's last saved prompt (``SavedPrompt``) holds its token ids and, per position, whether
 its KV was moved there (approximate) or computed there. ``plan_claim`` plans, for a new

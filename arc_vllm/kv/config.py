@@ -10,7 +10,7 @@ same engine config:
 
 Options: ``min_run`` (16: the shortest piece worth claiming), ``host_tokens`` (65536: saved
 tokens over all sessions; host memory is that times the model's KV bytes per token), and the
-connector's own ``is_neox`` and ``layout`` (see ``serving/kv_connector.py``), passed through.
+connector's own ``is_neox`` and ``layout`` (see ``kv/connector.py``), passed through.
 Pure Python: no vLLM or torch.
 """
 
@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 CONNECTOR_NAME = "ArcKVConnector"
-CONNECTOR_MODULE = "arc_vllm.serving.kv_connector"
+CONNECTOR_MODULE = "arc_vllm.kv.connector"
 
 
 @dataclass(frozen=True)

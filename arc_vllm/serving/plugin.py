@@ -24,7 +24,7 @@ options are parsed and ignored, no route is added, the engine is vLLM's own. Wit
                               implicit sessions, none for explicit ones)
     --arc-max-sessions N      at most N sessions in memory, least recently used out (default 1024)
     --arc-ui                  the session inspector page at /v1/arc/ui (read-only; off by default)
-    --arc-kv-reuse            after a compaction, reuse the last view's KV (serving/kv_connector.py)
+    --arc-kv-reuse            after a compaction, reuse the last view's KV (kv/connector.py)
     --arc-kv-reuse-recompute N  recompute the first N tokens of the reused run (default 0)
     --arc-kv-reuse-host-tokens N  past views' tokens kept in host memory (default 65536)
     --arc-max-tokens N        G_max reserved for each completion (default 512)
@@ -75,7 +75,7 @@ class EnableArc(argparse.Action):
 
 
 class EnableKVReuse(EnableArc):
-    """``--arc-kv-reuse``: ``--arc``, plus ARC's KV connector (``serving/kv_connector.py``)
+    """``--arc-kv-reuse``: ``--arc``, plus ARC's KV connector (``kv/connector.py``)
     as ``--kv-transfer-config`` unless one is named."""
 
     def __call__(self, parser, namespace, values, option_string=None):
@@ -90,7 +90,7 @@ class EnableKVReuse(EnableArc):
 
 
 class KVReuseHostTokens(argparse.Action):
-    """``--arc-kv-reuse-host-tokens N``: the connector's ``host_tokens`` (see kv_connector.py)."""
+    """``--arc-kv-reuse-host-tokens N``: the connector's ``host_tokens`` (see kv/connector.py)."""
 
     def __call__(self, parser, namespace, values, option_string=None):
         setattr(namespace, self.dest, values)

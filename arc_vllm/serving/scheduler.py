@@ -38,7 +38,7 @@ ENGINE_COMPACTIONS = Counter("arc_engine_compactions",
 class ArcScheduler(Scheduler):
     def schedule(self, *args, **kwargs):
         output = super().schedule(*args, **kwargs)
-        # What the KV-reuse connector (serving/kv_connector.py) supplied for a request.
+        # What the KV-reuse connector (kv/connector.py) supplied for a request.
         supplied = getattr(self.connector, "supplied_tokens", None)
         for new in output.scheduled_new_reqs:
             extra = ArcExtraArgs.of_request(new)

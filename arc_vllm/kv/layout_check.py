@@ -21,9 +21,9 @@ before any request): on a few scratch blocks of the real cache it
 Then it puts the scratch blocks back as they were. Layer 0 of a real model computes K from the
 token and its position only, so this is the same comparison as running the model at two
 positions, without a forward pass. A mismatch means the connector would serve garbled KV: it
-disables reuse (``serving/kv_connector_worker.py``).
+disables reuse (``kv/connector_worker.py``).
 
-Run ``python -m arc_vllm.serving.kv_layout_check`` to check every CPU layout against vLLM's
+Run ``python -m arc_vllm.kv.layout_check`` to check every CPU layout against vLLM's
 own kernel on this machine, and that a wrong one is caught.
 """
 

@@ -33,7 +33,7 @@ from prometheus_client import Gauge
 from arc_vllm.kv.claims import SavedPrompt, ViewInProgress, plan_claim
 from arc_vllm.kv.extra_args import ArcExtraArgs
 from arc_vllm.kv.spans import claimed_tokens
-from arc_vllm.serving.kv_connector_meta import ArcKVMetadata, ArcKVStats, Load, Save
+from arc_vllm.kv.connector_meta import ArcKVMetadata, ArcKVStats, Load, Save
 
 logger = logging.getLogger(__name__)
 

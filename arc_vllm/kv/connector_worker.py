@@ -1,7 +1,7 @@
 """The worker half of ARC's KV-reuse connector (runs in each vLLM worker process).
 
 - ``register_kv_caches``: reads the layout the engine chose for every layer
-  (``kv_layout_check.engine_layout``: the CPU attention ISA, or the GPU paged layout; a layout
+  (``layout_check.engine_layout``: the CPU attention ISA, or the GPU paged layout; a layout
   not implemented refuses ``--arc-kv-reuse`` with an error naming it), then runs the start-up
   layout check once per distinct layout. A failed check logs an error naming the layout, the
   dtype and the error, and the worker never fills a claim (the scheduler half, told through
@@ -20,8 +20,8 @@ import logging
 import torch
 
 from arc_vllm.kernels.kv_layout import LayerCache, slots_of
-from arc_vllm.serving.kv_connector_meta import ArcKVHandshake, ArcKVMetadata
-from arc_vllm.serving.kv_layout_check import check_layout, engine_layout
+from arc_vllm.kv.connector_meta import ArcKVHandshake, ArcKVMetadata
+from arc_vllm.kv.layout_check import check_layout, engine_layout
 
 logger = logging.getLogger(__name__)
 

@@ -2,7 +2,7 @@
 
 Installed by ``--arc-kv-reuse`` (``serving/plugin.py``) as
 ``--kv-transfer-config '{"kv_connector": "ArcKVConnector", "kv_connector_module_path":
-"arc_vllm.serving.kv_connector", "kv_role": "kv_both"}'``. It acts only on requests whose
+"arc_vllm.kv.connector", "kv_role": "kv_both"}'``. It acts only on requests whose
 ``sampling_params.extra_args`` hold ``arc_session``; every other request passes untouched.
 ``arc_kv_recompute`` N there: claim nothing unless the run's first N tokens were computed;
 ``arc_kv_save`` false: a warm-up stage (``kv/warmup.py``), claimed for, never saved (the keys:
@@ -10,15 +10,15 @@ Installed by ``--arc-kv-reuse`` (``serving/plugin.py``) as
 
 This class is the engine-facing shim; vLLM runs one instance per side and each delegates:
 
-- scheduler side (engine core), ``kv_connector_scheduler.ArcKVScheduler``:
+- scheduler side (engine core), ``connector_scheduler.ArcKVScheduler``:
   ``get_num_new_matched_tokens``, ``update_state_after_alloc``, ``build_connector_meta``,
   ``request_finished``, ``set_xfer_handshake_metadata``, ``get_kv_connector_stats``;
-- worker side (each worker process), ``kv_connector_worker.ArcKVWorker``:
+- worker side (each worker process), ``connector_worker.ArcKVWorker``:
   ``register_kv_caches`` (with the start-up layout check), ``get_handshake_metadata``,
   ``start_load_kv``, ``wait_for_layer_load``, ``save_kv_layer``, ``wait_for_save``,
   ``get_block_ids_with_load_errors``.
 
-The halves talk only through vLLM's channels (``kv_connector_meta.py``): per-step metadata
+The halves talk only through vLLM's channels (``connector_meta.py``): per-step metadata
 down, the layout check up once at start. Reused KV is exact at layer 0 and approximate deeper
 (the text before a moved span changed); ``arc-vllm bench kv-reuse`` measures what that costs.
 
@@ -36,7 +36,7 @@ from __future__ import annotations
 from vllm.distributed.kv_transfer.kv_connector.v1.base import KVConnectorBase_V1, KVConnectorRole
 
 from arc_vllm.kv.config import KVReuseConfig
-from arc_vllm.serving.kv_connector_meta import (ArcKVHandshake, ArcKVMetadata, ArcKVPromMetrics,
+from arc_vllm.kv.connector_meta import (ArcKVHandshake, ArcKVMetadata, ArcKVPromMetrics,
                                                 ArcKVStats)
 
 
@@ -46,13 +46,13 @@ class ArcKVConnector(KVConnectorBase_V1):
         config = KVReuseConfig.of_extra(self._kv_transfer_config.kv_connector_extra_config)
         self.min_run = config.min_run
         if role == KVConnectorRole.SCHEDULER:
-            from arc_vllm.serving.kv_connector_scheduler import ArcKVScheduler
+            from arc_vllm.kv.connector_scheduler import ArcKVScheduler
 
             self.scheduler = ArcKVScheduler(config.min_run, config.host_tokens,
                                             vllm_config.cache_config.block_size)
             self.worker = None
         else:
-            from arc_vllm.serving.kv_connector_worker import ArcKVWorker
+            from arc_vllm.kv.connector_worker import ArcKVWorker
 
             self.scheduler = None
             self.worker = ArcKVWorker(vllm_config, bool(config.other.get("is_neox", True)),

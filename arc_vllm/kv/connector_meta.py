@@ -3,7 +3,7 @@
 - ``ArcKVMetadata`` (scheduler -> workers, every step, through vLLM): the claims to fill
   (``Load``), the prompts to save (``Save``), the sessions dropped.
 - ``ArcKVHandshake`` (workers -> scheduler, once at start, through vLLM's handshake-metadata
-  channel): each worker's layout check (``serving/kv_layout_check.py``).
+  channel): each worker's layout check (``kv/layout_check.py``).
 - ``ArcKVStats`` (scheduler -> vLLM's stat loggers): tokens whose KV was supplied; vLLM logs
   them and, through ``ArcKVPromMetrics``, counts them on /metrics as
   ``arc_engine_kv_reused_tokens_total``.
