@@ -92,6 +92,9 @@ class RecallController:
         self.book = book
         self.counter = counter
         self.config = config
+        # U, least recently recalled first. Not a cachetools cache: a chunk larger than the whole
+        # char budget is still admitted alone (``_materialize``), and a render that does not fit
+        # evicts from it too (``evict_oldest``).
         self.materialized: OrderedDict[tuple[str, int | None], str] = OrderedDict()
         self._chunks: dict[str, list[tuple[int, int]]] = {}
         self._step = None

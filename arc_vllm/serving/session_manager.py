@@ -50,7 +50,9 @@ class SessionManager:
             raise ValueError(f"--arc-max-sessions: must be >= 1 (got {max_sessions})")
         self.ttl_s = ttl_s
         self.max_sessions = max_sessions
-        self.last_used: OrderedDict[str, float] = OrderedDict()  # in memory, least recent first
+        # In memory, least recent first. Not a cachetools cache: a session serving a request is
+        # never ended, and idle TTLs differ per session; ``sweep`` says both.
+        self.last_used: OrderedDict[str, float] = OrderedDict()
         self.ended: OrderedDict[str, str] = OrderedDict()  # id -> why it ended (410)
         self.implicit = ConversationIndex()
         self.in_use: dict[str, int] = {}  # id -> requests holding it (``using``)
