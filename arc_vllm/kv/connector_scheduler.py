@@ -2,10 +2,9 @@
 
 It remembers, per session, the token ids of the last prompt it had the worker save. For a new
 request of that session it claims the run of tokens right after the prefix-cache hit that the
-saved prompt holds, as pieces (``kv/claims.py`` ``plan_claim``: the rule replay's figures
-use too), and tells the worker
-which saved positions go to which new ones. When a request's prompt is complete it tells the
-worker to save it (replacing the session's last). Sessions beyond ``host_tokens`` saved tokens
+saved prompt holds, as pieces (``kv/claims.py`` ``plan_claim``, the rule replay's figures use
+too), and tells the worker which saved positions go to which new ones. When a request's prompt
+is complete it tells the worker to save it (replacing the session's last). Sessions beyond ``host_tokens`` saved tokens
 are dropped, oldest first.
 
 vLLM's contract, kept here:
@@ -31,9 +30,9 @@ from collections import OrderedDict
 from prometheus_client import Gauge
 
 from arc_vllm.kv.claims import SavedPrompt, ViewInProgress, plan_claim
+from arc_vllm.kv.connector_meta import ArcKVMetadata, ArcKVStats, Load, Save
 from arc_vllm.kv.extra_args import ArcExtraArgs
 from arc_vllm.kv.spans import claimed_tokens
-from arc_vllm.kv.connector_meta import ArcKVMetadata, ArcKVStats, Load, Save
 
 logger = logging.getLogger(__name__)
 
