@@ -5,7 +5,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from arc_vllm.replay.replay import reusable_prefix_tokens
+from arc_vllm.kv.spans import prefix_hit
 from arc_vllm.replay.trajectory import load
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -66,10 +66,10 @@ def test_bad_options_fail_clearly(tmp_path):
 
 
 def test_reusable_prefix_counts_whole_blocks():
-    assert reusable_prefix_tokens(None, [1] * 500) == 0
-    assert reusable_prefix_tokens(list(range(300)), list(range(300))) == 256
-    assert reusable_prefix_tokens(list(range(300)), list(range(200)) + [0] * 100) == 128
-    assert reusable_prefix_tokens([1, 2], [3]) == 0
+    assert prefix_hit(None, [1] * 500, 128) == 0
+    assert prefix_hit(list(range(300)), list(range(300)), 128) == 256
+    assert prefix_hit(list(range(300)), list(range(200)) + [0] * 100, 128) == 128
+    assert prefix_hit([1, 2], [3], 128) == 0
 
 
 LOGS = ROOT / "tests" / "fixtures" / "agent_logs"

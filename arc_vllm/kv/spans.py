@@ -6,6 +6,7 @@ more, but only a contiguous run right after that hit (``get_num_new_matched_toke
 must fill the run from KV it holds: spans of the earlier prompt, moved by ``relocate_kv`` when
 their position changed.
 
+- ``prefix_hit``: what vLLM's prefix cache gives (the common prefix, in whole blocks);
 - ``index_runs`` / ``best_match`` / ``matched_runs``: the runs of ``min_run`` tokens or more
   that a new prompt shares with an earlier one, wherever they sit;
 - ``claim_pieces``: the contiguous run after the hit that the earlier prompt can supply, piece
@@ -45,6 +46,17 @@ def longest_match(earlier: list[int], index: dict, current: list[int], at: int, 
     """Length of the longest run of ``current`` from ``at`` found in ``earlier`` (0 if shorter
     than ``min_run``)."""
     return best_match(earlier, index, current, at, min_run, len(current))[1]
+
+
+def prefix_hit(earlier: list[int] | None, current: list[int], block_size: int) -> int:
+    """What vLLM's prefix cache gives ``current`` after ``earlier``: their common prefix, in
+    whole blocks."""
+    if not earlier:
+        return 0
+    same, limit = 0, min(len(earlier), len(current))
+    while same < limit and earlier[same] == current[same]:
+        same += 1
+    return same // block_size * block_size
 
 
 def claim_pieces(earlier: list[int], index: dict, current: list[int], hit: int,
@@ -105,10 +117,7 @@ def warmup_boundaries(earlier: list[int] | None, current: list[int], block_size:
     if not earlier:
         return []
     index = index if index is not None else index_runs(earlier, min_run)
-    same = 0
-    while same < min(len(earlier), len(current)) and earlier[same] == current[same]:
-        same += 1
-    hit = same // block_size * block_size
+    hit = prefix_hit(earlier, current, block_size)
     # Each run, with the end of the chain of adjacent runs it starts (a claim goes on through them).
     runs = matched_runs(earlier, index, current, hit, min_run)
     chain_ends = [0] * len(runs)

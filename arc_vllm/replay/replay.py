@@ -28,24 +28,13 @@ from arc_vllm.core.context import ArcContext, arc_system
 from arc_vllm.core.recall import recall_all
 from arc_vllm.core.turn import REACT, VERBATIM, turn_messages
 from arc_vllm.kv.claims import ClaimReplay
+from arc_vllm.kv.spans import prefix_hit
 from arc_vllm.replay.importers import read_all
 from arc_vllm.replay.trajectory import Trajectory
 
 logger = logging.getLogger(__name__)
 
 PREFIX_BLOCK_TOKENS = 128  # vLLM-CPU's prefix-cache block size, measured here
-
-
-def reusable_prefix_tokens(previous: list[int] | None, current: list[int],
-                           block: int = PREFIX_BLOCK_TOKENS) -> int:
-    """Tokens at the start of ``current`` equal to ``previous``, in whole blocks."""
-    if not previous:
-        return 0
-    limit = min(len(previous), len(current))
-    same = 0
-    while same < limit and previous[same] == current[same]:
-        same += 1
-    return same // block * block
 
 
 def percentile(values: list[float], fraction: float) -> float:
@@ -83,7 +72,7 @@ def replay_one(trajectory: Trajectory, config: ArcConfig, counter) -> dict:
         view = context.render()
         elapsed_ms = (time.perf_counter() - started) * 1000
         token_ids = counter.prompt_token_ids(view.messages)
-        hit = reusable_prefix_tokens(previous_ids, token_ids)
+        hit = prefix_hit(previous_ids, token_ids, PREFIX_BLOCK_TOKENS)
         spans = claims.next(token_ids, hit)
         calls.append({"step": context.step + 1, "prompt_tokens": view.tokens,
                       "full_context_tokens": full_tokens, "compacted": view.compacted,

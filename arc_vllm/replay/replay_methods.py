@@ -26,10 +26,11 @@ from pathlib import Path
 
 from arc_vllm.core import formats
 from arc_vllm.core.context import arc_system
+from arc_vllm.kv.spans import prefix_hit
 from arc_vllm.policies import MODEL_POLICIES, POLICIES
 from arc_vllm.policies.base import SYSTEM, ContextOverflow
 from arc_vllm.replay.importers import read_all
-from arc_vllm.replay.replay import PREFIX_BLOCK_TOKENS, reusable_prefix_tokens
+from arc_vllm.replay.replay import PREFIX_BLOCK_TOKENS
 
 logger = logging.getLogger(__name__)
 
@@ -76,7 +77,7 @@ def replay_method(method: str, trajectory, config, counter) -> dict:
                 pass
         over += tokens > budget
         ids = counter.prompt_token_ids(messages)
-        calls.append({"prompt_tokens": tokens, "reusable": reusable_prefix_tokens(previous, ids),
+        calls.append({"prompt_tokens": tokens, "reusable": prefix_hit(previous, ids, PREFIX_BLOCK_TOKENS),
                       "generated": counter.count(formats.react_action(step.thought, step.action))})
         previous = ids
         policy.observe(step.action, step.observation, thought=step.thought,
