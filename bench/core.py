@@ -31,7 +31,9 @@ import tracemalloc
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
+from arc_vllm.offline import go_offline  # noqa: E402
+
+go_offline()
 
 from arc_vllm.core.config import ArcConfig  # noqa: E402
 from arc_vllm.core.context import ArcContext  # noqa: E402
@@ -101,7 +103,8 @@ def bench_render(steps: int, window: int, counter, rng: random.Random) -> dict:
 
 def bench_real_logs(window: int, counter) -> dict:
     from arc_vllm.replay.importers import read_all
-    from arc_vllm.replay.replay import percentile, replay_one
+    from arc_vllm.replay.replay import replay_one
+    from arc_vllm.reports.stats import percentile
     from arc_vllm.replay.trajectory import Trajectory
 
     logs = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "agent_logs"

@@ -49,7 +49,9 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
+from arc_vllm.offline import go_offline  # noqa: E402
+
+go_offline()
 
 from openai import AsyncOpenAI  # noqa: E402
 
@@ -59,6 +61,7 @@ from arc_vllm.policies import POLICIES  # noqa: E402
 PEERS_SERVED = ("swe_agent_last_n", "swe_agent_closed_window", "openhands_masking",
                 "openhands_window", "openhands_recent", "sliding_window")
 from arc_vllm.model_prep import prepare_tiny  # noqa: E402
+from arc_vllm.reports.stats import percentile  # noqa: E402
 from arc_vllm.serving.local import Server  # noqa: E402
 
 
@@ -68,11 +71,6 @@ def tool_turn(session: int, index: int, lines: int):
             "function": {"name": "cat", "arguments": json.dumps({"path": f"f{index}.log"})}}
     return [{"role": "assistant", "content": f"Step {index}.", "tool_calls": [call]},
             {"role": "tool", "tool_call_id": f"c{index}", "content": body}]
-
-
-def percentile(values, fraction):
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(fraction * (len(ordered) - 1)))]
 
 
 async def create_session(client) -> dict:

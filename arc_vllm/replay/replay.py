@@ -31,17 +31,11 @@ from arc_vllm.kv.claims import ClaimReplay
 from arc_vllm.kv.spans import prefix_hit
 from arc_vllm.replay.importers import read_all
 from arc_vllm.replay.trajectory import Trajectory
+from arc_vllm.reports.stats import percentile
 
 logger = logging.getLogger(__name__)
 
 PREFIX_BLOCK_TOKENS = 128  # vLLM-CPU's prefix-cache block size, measured here
-
-
-def percentile(values: list[float], fraction: float) -> float:
-    if not values:
-        return 0.0
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(fraction * (len(ordered) - 1)))]
 
 
 def start_context(trajectory: Trajectory, config: ArcConfig, counter) -> ArcContext:

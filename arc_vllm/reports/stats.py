@@ -1,4 +1,5 @@
-"""The statistics of the paper's tables: accuracy over seeds and McNemar's test.
+"""The statistics of the paper's tables and of the benchmarks: accuracy over seeds, McNemar's
+test, and the nearest-rank percentile the latency figures use.
 
 McNemar compares two methods on the same attempts (paired): ``a_only`` attempts only A
 passed, ``b_only`` only B. chi2 = (|a_only - b_only| - 1)^2 / (a_only + b_only) with one
@@ -13,6 +14,14 @@ from __future__ import annotations
 
 import math
 import statistics
+
+
+def percentile(values: list[float], fraction: float) -> float:
+    """The nearest-rank percentile (``fraction`` 0.5: the median; 0 for no values)."""
+    if not values:
+        return 0.0
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(fraction * (len(ordered) - 1)))]
 
 
 def mean_sd(values: list[float]) -> tuple[float, float]:
