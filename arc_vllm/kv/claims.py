@@ -112,13 +112,14 @@ class ClaimReplay:
             self.saved = SavedPrompt(prompt, bytearray(len(prompt)), min_run)
             return {"claimable": 0, "staged": 0, "relocatable": 0}
         claimable = claimed_tokens(plan_claim(saved, prompt, hit, min_run, self.recompute_tokens))
-        boundaries = warmup_boundaries(saved.tokens, prompt, self.block_size, min_run, self.recompute_tokens)
+        index = index_runs(saved.tokens, min_run)  # every run of the last prompt, moved or not
+        boundaries = warmup_boundaries(saved.tokens, prompt, self.block_size, min_run, self.recompute_tokens,
+                                       index=index)
         view = ViewInProgress(hit)
         # Stage k computes up to its boundary, so the next stage's hit is that boundary.
         for start, end in zip([hit, *boundaries], [*boundaries, len(prompt)]):
             view.pieces.extend(plan_claim(saved, prompt[:end], start, min_run, self.recompute_tokens))
-        relocatable = sum(length for _, length in
-                          matched_runs(saved.tokens, index_runs(saved.tokens, min_run), prompt, hit, min_run))
+        relocatable = sum(length for _, length in matched_runs(saved.tokens, index, prompt, hit, min_run))
         self.saved = SavedPrompt(prompt, view.moved(len(prompt), saved), min_run)
         return {"claimable": claimable, "staged": claimed_tokens(view.pieces), "relocatable": relocatable}
 
