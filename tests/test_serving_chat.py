@@ -115,7 +115,7 @@ def test_arc_tool_calls_are_offered_and_served_inside(smol):
     assert asyncio.run(complete(body, session, first, None, request_class))["arc"]["compactions"] >= 1
     assert {tool.function.name for tool in first.requests[0].tools} == {"cat", "_recall", "_recall_meta", "_catalog"}
     view = first.requests[0].messages
-    assert view[0] == messages[0] and "ARC manages your context" in view[1]["content"]
+    assert view[0] == messages[0] and "ARC manages this context" in view[1]["content"]
     id = session.store.ids()[0]
     engine = FakeEngine(0, tool_calls=[tool_call("_recall", {"id": id}),
                                        tool_call("_catalog", {"page": 1})])

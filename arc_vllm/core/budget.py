@@ -1,5 +1,8 @@
 """The caps of one context, once its task prefix F is known: B is what F is.
 
+    L    = context_window - answer room, the room kept free for the answer: at least G_max
+           (``max_tokens``), more when the request asks for more (``answer_tokens``), as far as
+           F and the other parts' minimum allow
     free = L - F - eta
     U  <= recall   = min(Q, free - newest turn's minimum - P - S's minimum)  (>= one chunk)
     S  <= summary  = min(M, what is left beyond R)                            (>= its header)
@@ -46,10 +49,22 @@ class Budgets:
     stubs_per_page: int  # p for this context: the stubs on one catalog page
     overhead: int        # eta for this context
     note_tokens: int     # the note leading S once ARC has acted (0 without one)
+    window: int          # the context window L is taken from
+
+    @property
+    def answer(self) -> int:
+        """The room kept free for the answer: context_window - L."""
+        return self.window - self.total
 
     @classmethod
-    def for_prefix(cls, config: ArcConfig, prefix_tokens: int, note_tokens: int = 0) -> "Budgets":
-        total = config.input_budget_tokens
+    def for_prefix(cls, config: ArcConfig, prefix_tokens: int, note_tokens: int = 0,
+                   answer_tokens: int = 0) -> "Budgets":
+        """The caps for F of ``prefix_tokens``. ``answer_tokens``: the room a request asks to
+        keep free for its answer; granted beyond G_max as far as F and the parts' minimum allow
+        (the rest of the answer's room is what the view leaves), never below G_max."""
+        most = config.context_window - prefix_tokens - config.minimum_tokens - note_tokens
+        answer = max(config.max_tokens, min(answer_tokens, most))
+        total = config.context_window - answer
         room = total - prefix_tokens
         fixed = config.minimum_recent_tokens + SUMMARY_MINIMUM_TOKENS + note_tokens
         overhead, catalog = config.overhead_tokens, config.catalog_budget_tokens
@@ -69,7 +84,7 @@ class Budgets:
                       min(config.summary_budget_tokens, left - config.recent_budget_tokens))
         per_page = max(1, (catalog - CATALOG_HEADER_TOKENS) // (config.stub_max_tokens + 1))
         return cls(prefix_tokens, summary, left - summary, catalog, recall, total, chunk,
-                   min(per_page, config.stubs_per_page), overhead, note_tokens)
+                   min(per_page, config.stubs_per_page), overhead, note_tokens, config.context_window)
 
 
 def give_way(size: int, smallest: int, short: int) -> tuple[int, int]:

@@ -7,7 +7,9 @@
     view = context.on_overflow(error)       # reactive: the engine said the prompt was too long
 
 B is what the task prefix F actually is (``core/budget.py``); M, R, P and Q are caps. While
-the whole conversation fits in L the view is the full conversation and nothing is cited. A
+the whole conversation fits in L = context_window - G_max the view is the full conversation and
+nothing is cited. Once ARC acts, a request that asks for a longer answer than G_max
+(``set_answer_room``) gets views that leave it that room, as far as F allows. A
 context given a ``note`` (the server's, whose F is the client's own prefix) shows it right
 after F once it has compacted, so the model learns of stubs and commands when they appear
 and a conversation that never needs ARC gets exactly the prompt it would have had without. Compaction happens when the view would not fit (proactive, in
@@ -37,13 +39,12 @@ from arc_vllm.core.view import MessageSizer, View, serialize
 
 
 
-def arc_system(*before: str, action_format: str = "") -> str:
-    """ARC's system prompt, assembled here only: the paragraphs before it (a recorded agent's,
-    a benchmark's own), then ARC's note on stubs and commands, followed in the same paragraph
-    by the agent's action format when one is given. (On the server, the client's prefix stays
-    as it was sent and the note is shown after it: ``note``.)"""
-    note = f"{ARC_NOTE} {action_format}" if action_format else ARC_NOTE
-    return "\n\n".join([*(part for part in before if part), note])
+def arc_system(agent_system: str = "") -> str:
+    """ARC's system prompt, assembled here only: the agent's own system prompt (who it is, its
+    action format; a recorded agent's, a benchmark's), then ARC's note on the context. Replay,
+    ``replay --methods`` and ``ArcPolicy`` all build it so, so their figures compare. (On the
+    server the client's prefix stays as sent and the note follows it: ``note``.)"""
+    return "\n\n".join(part for part in (agent_system, ARC_NOTE) if part)
 
 
 DEFAULT_SYSTEM = arc_system()  # the system prompt of a context whose client gives none
@@ -73,6 +74,7 @@ class ArcContext:
                                  {"role": "user", "content": task}]
         self.tools = None
         self.budgets: Budgets | None = None
+        self.answer_tokens = 0  # the room the current request asks for its answer
         self.set_tools(tools)
         self.turns: list[Turn] = []
         self.state = CompactionState()
@@ -96,8 +98,22 @@ class ArcContext:
         prefix_tokens = self.counter.count_messages(self.prefix, tools)
         # The note leads S once ARC has acted ("note\n\nsummary"): part of S's minimum.
         note_tokens = self.sizer.text(self.note + "\n\n") if self.note else 0
-        self.budgets = Budgets.for_prefix(self.config, prefix_tokens, note_tokens)
+        self.budgets = Budgets.for_prefix(self.config, prefix_tokens, note_tokens, self.answer_tokens)
         self.tools = tools
+        self._sized_parts()
+
+    def set_answer_room(self, tokens: int) -> None:
+        """The room the next request asks to keep for its answer (its ``max_tokens``). Until
+        ARC acts nothing changes; once it has, views leave that room, as far as F and the
+        parts' minimum allow, and never less than G_max (``Budgets.for_prefix``)."""
+        if tokens == self.answer_tokens:
+            return
+        self.answer_tokens = tokens
+        budgets = self.budgets
+        self.budgets = Budgets.for_prefix(self.config, budgets.prefix, budgets.note_tokens, tokens)
+        self._sized_parts()
+
+    def _sized_parts(self) -> None:
         # A large F gets smaller recall chunks and catalog pages (``core/budget.py``).
         self.recall.set_chunk_tokens(self.budgets.recall_chunk)
         self.catalog.set_per_page(self.budgets.stubs_per_page)
@@ -119,16 +135,17 @@ class ArcContext:
     # -- the agent's side ----------------------------------------------------------------
     def observe(self, action: str, observation, *, thought: str = "",
                 returncode: int | None = None, signature: str | None = None,
-                style: str = REACT, call=None, group: int | None = None):
+                style: str = REACT, call=None, group: int | None = None, role: str = "user",
+                reasoning: str = ""):
         """Archive a normal tool step's observation (before anything can hide it)."""
         record = self.store.append(action if signature is None else signature, observation,
                                    step=self.step + 1, returncode=returncode)
         self.step += 1
         self.turns.append(Turn(self.step, thought, action, record.id, style=style, call=call,
-                               group=group))
+                               group=group, role=role, reasoning=reasoning))
         # Count the new turn now, once: every later view and compaction reads the cached
         # count (a 60,000-character body takes ~35 ms to tokenise on this CPU).
-        if not self._too_large(len(self.turns) - 1, self.budgets.total):
+        if not self._too_large(len(self.turns) - 1, self.config.input_budget_tokens):
             self._turn(len(self.turns) - 1, VERBATIM)
         return record
 
@@ -159,25 +176,34 @@ class ArcContext:
         if isinstance(command, InvalidCommand):
             return CommandResult(False, f"`{command.text}`: {command.error}")
         if isinstance(command, (CatalogNext, CatalogPage)):
-            return self.catalog.execute(command)
+            result = self.catalog.execute(command)
+            if result.ok and not self.has_acted:  # no page in the view yet: the answer shows it
+                return CommandResult(True, f"{result.text}\n{self.catalog.render()}")
+            return result
         return self.recall.execute(command, self.step)
 
     # -- the view ------------------------------------------------------------------------
+    @property
+    def limit_tokens(self) -> int:
+        """What the view must fit in now: L at G_max until ARC acts (the client's conversation
+        as sent, while it fits), then the request's L (``set_answer_room``)."""
+        return self.budgets.total if self.has_acted else self.config.input_budget_tokens
+
     def render(self) -> View:
         """The bounded view for the next model call (proactive trigger: compacts only when
         the view would not fit)."""
         compacted = False
-        total = self.budgets.total
-        if self._estimate() > total:
+        if self._estimate() > self.limit_tokens:
             self._compact()
             self.num_proactive += 1
             compacted = True
         view = self._build()
-        if view.tokens > total and not compacted:
+        if view.tokens > self.limit_tokens and not compacted:
             self._compact()
             self.num_proactive += 1
             compacted = True
             view = self._build()
+        total = self.limit_tokens
         while view.tokens > total:
             # The pieces are estimates; the whole prompt in real tokens is the arbiter.
             if not self._tighten():
@@ -240,8 +266,8 @@ class ArcContext:
 
     def _turn_tokens(self, index: int) -> int:
         form = self._forms.get(index, VERBATIM)
-        if form == VERBATIM and self._too_large(index, self.budgets.total):
-            return self.budgets.total + 1
+        if form == VERBATIM and self._too_large(index, self.config.input_budget_tokens):
+            return self.config.input_budget_tokens + 1
         return self._turn(index, form)[1]
 
     def _recent_tokens(self) -> int:
@@ -335,10 +361,16 @@ class ArcContext:
             tokens = self.sizer.text(summary)
         return summary, tokens
 
+    def _page(self) -> str:
+        """G: the catalog's current page, once ARC has acted (before, the view is the client's
+        conversation as sent; a context over a store that already holds observations, a
+        session whose client rewrote its history say, lists them from its first compaction)."""
+        return self.catalog.render() if self.has_acted else ""
+
     def _estimate(self) -> int:
         """The view's size from cached piece counts, to skip building one that cannot fit."""
         summary, summary_tokens = self._summary()
-        return (self.budgets.prefix + summary_tokens + self.sizer.text(self.catalog.render())
+        return (self.budgets.prefix + summary_tokens + self.sizer.text(self._page())
                 + self._recent_tokens() + self._recalled()[1])
 
     def current_view(self) -> View:
@@ -348,7 +380,7 @@ class ArcContext:
 
     def _build(self) -> View:
         summary, _ = self._summary()
-        page = self.catalog.render()
+        page = self._page()
         indices = range(self.state.boundary, len(self.turns))
         pieces = []
         for index in indices:
@@ -362,7 +394,7 @@ class ArcContext:
         components = {"F": self.budgets.prefix, "S": self.sizer.text(summary),
                       "G": self.sizer.text(page), "H": self._recent_tokens(), "U": recalled_tokens}
         return View(messages, self.counter.count_messages(messages, self.tools),
-                    self.budgets.total, components, step=self.step, tools=self.tools)
+                    self.limit_tokens, components, step=self.step, tools=self.tools)
 
 
 if __name__ == "__main__":

@@ -19,13 +19,15 @@ ACTION_PREFIX = "Action: "
 OBSERVATION_PREFIX = "Observation:\n"
 CITED_PREFIX = "Observation (cited, not shown in full):\n"
 COMMAND_PREFIX = "[ARC] "
-# ARC's note in the system prompt: what stubs are and how to take text back.
+# ARC's note: a statement about the context only (what stubs are, how to take text back), so
+# it reads right beside any agent's own identity and rules (Claude Code's, Codex's, a
+# benchmark's). The agent's prompt says who it is; ARC only says what it did to the context.
 ARC_NOTE = (
-    "You are an agent that solves tasks with tools. ARC manages your context: older tool "
-    "observations may be replaced by citation stubs like §1f3a9c0d, and nothing is ever lost. "
-    f"To read a stored observation exactly, reply with the action `{RECALL} §id` (long ones come "
-    f"in chunks: `{RECALL} §id 2`); `{RECALL_META} §id` shows its metadata; `{CATALOG} next` and "
-    f"`{CATALOG} page <n>` page through every stored observation.")
+    "ARC manages this context: older tool observations may be replaced by citation stubs "
+    "like §1f3a9c0d, and nothing is ever lost. To read a stored observation exactly, use "
+    f"`{RECALL} §id` (long ones come in chunks: `{RECALL} §id 2`); `{RECALL_META} §id` shows "
+    f"its metadata; `{CATALOG} next` and `{CATALOG} page <n>` page through every stored "
+    "observation. Use them as tool calls where those tools are offered, else as an action line.")
 CLIPPED_ARGUMENTS_KEY = "_arc_clipped"
 CATALOG_PAGE_MARK = "[ARC catalog page"
 CATALOG_WRAPPED = "wrapped around"

@@ -15,9 +15,15 @@ Mapping (each step keeps the client's own format, so the view can give it back):
 - an assistant text message and the user message after it are one step (style ``chat``):
   the assistant's text is the action, the user's message its observation (a text-protocol
   agent such as mini-swe-agent sends the command's output that way); a user message with no
-  assistant text before it is a step with an empty action.
+  assistant text before it is a step with an empty action. A ``system`` or ``developer``
+  message later in the conversation (Claude Code's reminders) is such a step too, and keeps
+  its role in the view;
+- an assistant message's ``reasoning`` (what vLLM makes of Anthropic ``thinking`` blocks and
+  Responses ``reasoning`` items) goes with its step and is shown as sent.
 
-Null or missing content is an empty string. Run ``python -m arc_vllm.core.transcript``
+Null or missing content is an empty string; list content is read as vLLM reads it for a
+string-content template: the text parts (``text``, ``input_text``, ``output_text``,
+``refusal``, ``thinking``) joined by newlines. Roles, in F too, are kept as sent. Run ``python -m arc_vllm.core.transcript``
 for an example.
 """
 
@@ -35,8 +41,12 @@ def fingerprint(message: dict) -> str:
     return hashlib.sha1(canonical.encode()).hexdigest()[:16]
 
 
+# The content parts vLLM reads as text (``renderers/chat_utils.TEXT_PART_TYPES``).
+TEXT_PART_TYPES = frozenset({"text", "input_text", "output_text", "refusal", "thinking"})
+
+
 def content_text(message: dict, where: str = "messages") -> str:
-    """A message's text; list content (OpenAI text parts) joined by newlines, as vLLM does;
+    """A message's text; list content (text parts) joined by newlines, as vLLM does;
     anything else is a 400."""
     content = message.get("content")
     if content is None:
@@ -46,12 +56,23 @@ def content_text(message: dict, where: str = "messages") -> str:
     if isinstance(content, list):
         parts = []
         for part in content:
-            if not isinstance(part, dict) or part.get("type") != "text" or not isinstance(part.get("text"), str):
+            if not isinstance(part, dict) or part.get("type", "text") not in TEXT_PART_TYPES \
+                    or not isinstance(part.get("text", part.get("refusal")), str):
                 raise ValueError(f"{where}.content: only text content parts are supported by "
                                  "ARC sessions")
-            parts.append(part["text"])
+            parts.append(part.get("text", part.get("refusal")))
         return "\n".join(parts)  # as vLLM joins text parts for a string-content template
     raise ValueError(f"{where}.content: must be a string, a list of text parts or null")
+
+
+def reasoning_of(message: dict, where: str) -> str:
+    """An assistant message's ``reasoning`` (vLLM's field; ``reasoning_content`` is its alias)."""
+    reasoning = message.get("reasoning", message.get("reasoning_content"))
+    if reasoning is None:
+        return ""
+    if not isinstance(reasoning, str):
+        raise ValueError(f"{where}.reasoning: must be a string or null")
+    return reasoning
 
 
 def tool_call_of(call, where: str) -> ToolCall:
@@ -83,6 +104,8 @@ class Step:
     call: ToolCall | None = None
     signature: str | None = None     # the store's action signature, when not the action
     group: int | None = None         # tool calls of one assistant message
+    role: str = "user"               # a chat step's observation message: user, system, developer
+    reasoning: str = ""              # the assistant message's reasoning, as sent
 
 
 @dataclass
@@ -115,41 +138,44 @@ def take_in(messages: list[dict], known: list[str], has_prefix: bool) -> NewItem
     prefix: list[dict] = []
     if not has_prefix:
         prefix, fresh = split_prefix(fresh)
-        prefix = [{"role": "system" if message["role"] == "developer" else message["role"],
-                   "content": content_text(message, f"messages[{index}]")}
+        prefix = [{"role": message["role"], "content": content_text(message, f"messages[{index}]")}
                   for index, message in enumerate(prefix, start=start)]
         start += len(prefix)
     steps = []
-    pending: dict[str, tuple[ToolCall, str, int]] = {}   # tool_call_id -> (call, thought, group)
+    pending: dict[str, tuple[ToolCall, str, int, str]] = {}  # id -> (call, thought, group, reasoning)
     text_action = None   # the assistant text awaiting its user message
+    text_reasoning = ""
     for index, message in enumerate(fresh, start=start):
         role = message.get("role")
         where = f"messages[{index}]"
         if role == "assistant":
             text = content_text(message, where)
+            reasoning = reasoning_of(message, where)
             calls = message.get("tool_calls") or []
             if not isinstance(calls, list):
                 raise ValueError(f"{where}.tool_calls: must be a list")
-            text_action = None if calls else text
+            text_action, text_reasoning = (None, "") if calls else (text, reasoning)
             # One group per assistant message, from its fingerprint: unique across requests
             # even when a client sends only its new messages.
             group = int(prints[index], 16)
             for number, raw in enumerate(calls):
                 call = tool_call_of(raw, f"{where}.tool_calls[{number}]")
                 # The thought belongs to the message: shown once, with its first call.
-                pending[call.id] = (call, text if number == 0 else "", group)
+                pending[call.id] = (call, text if number == 0 else "", group,
+                                    reasoning if number == 0 else "")
         elif role == "tool":
             call_id = message.get("tool_call_id")
             if call_id in pending:
-                call, thought, group = pending.pop(call_id)
+                call, thought, group, reasoning = pending.pop(call_id)
             else:  # a result without its call: shown as a call of the tool it names
                 call = ToolCall(str(call_id or ""), str(message.get("name") or "tool"), "{}")
-                thought, group = "", None
+                thought, group, reasoning = "", None, ""
             steps.append(Step(call_signature(call), content_text(message, where), thought,
-                              style=TOOL, call=call, group=group))
+                              style=TOOL, call=call, group=group, reasoning=reasoning))
         elif role in ("user", "system", "developer"):
-            steps.append(Step(text_action or "", content_text(message, where), style=CHAT))
-            text_action = None
+            steps.append(Step(text_action or "", content_text(message, where), style=CHAT,
+                              role=role, reasoning=text_reasoning))
+            text_action, text_reasoning = None, ""
         else:
             raise ValueError(f"{where}.role: unknown role {role!r}")
     return NewItems(prefix, steps, taken, fresh)

