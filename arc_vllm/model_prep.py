@@ -113,12 +113,13 @@ def convert(folder: Path) -> None:
     staging.rename(folder)  # atomic: a half-written folder is never taken for a good one
 
 
-TINY_NAME = "arc-tiny-llama"
+TINY_NAME = "arc-tiny-llama-32k"
 
 
 def prepare_tiny() -> Path:
     """A tiny random-weight Llama (seeded) with the embedded model's tokenizer and chat
-    template, for fast tests of serving plumbing: 2 layers, hidden 64, head size 32."""
+    template, for fast tests of serving plumbing: 2 layers, hidden 64, head size 32, 32,768
+    positions (the coding CLIs' first requests are 10-13k tokens)."""
     folder = models_dir() / TINY_NAME
     if verify(folder):
         return folder
@@ -129,7 +130,7 @@ def prepare_tiny() -> Path:
     tokenizer = AutoTokenizer.from_pretrained(source)
     config = LlamaConfig(vocab_size=len(tokenizer), hidden_size=64, intermediate_size=128,
                          num_hidden_layers=2, num_attention_heads=2, num_key_value_heads=1,
-                         head_dim=32, max_position_embeddings=8192, tie_word_embeddings=True,
+                         head_dim=32, max_position_embeddings=32768, tie_word_embeddings=True,
                          bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id)
     torch.manual_seed(0)
     model = LlamaForCausalLM(config).to(torch.bfloat16)

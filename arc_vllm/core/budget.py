@@ -1,8 +1,9 @@
 """The caps of one context, once its task prefix F is known: B is what F is.
 
     L    = context_window - answer room, the room kept free for the answer: at least G_max
-           (``max_tokens``), more when the request asks for more (``answer_tokens``), as far as
-           F and the other parts' minimum allow
+           (``max_tokens``), more when the request asks for more (``answer_tokens``), up to
+           ``answer_room_percent`` of the window and as far as F and the other parts' minimum
+           allow
     free = L - F - eta
     U  <= recall   = min(Q, free - newest turn's minimum - P - S's minimum)  (>= one chunk)
     S  <= summary  = min(M, what is left beyond R)                            (>= its header)
@@ -61,8 +62,10 @@ class Budgets:
                    answer_tokens: int = 0) -> "Budgets":
         """The caps for F of ``prefix_tokens``. ``answer_tokens``: the room a request asks to
         keep free for its answer; granted beyond G_max as far as F and the parts' minimum allow
-        (the rest of the answer's room is what the view leaves), never below G_max."""
-        most = config.context_window - prefix_tokens - config.minimum_tokens - note_tokens
+        up to ``answer_room_percent`` of the window (the answer's room beyond is what the view
+        leaves), never below G_max."""
+        most = min(config.context_window - prefix_tokens - config.minimum_tokens - note_tokens,
+                   config.context_window * config.answer_room_percent // 100)
         answer = max(config.max_tokens, min(answer_tokens, most))
         total = config.context_window - answer
         room = total - prefix_tokens

@@ -3,7 +3,7 @@
 The paper's symbols map to fields as follows (all token budgets are in tokens of the
 serving model, chat template included):
 
-    L_ctx  context_window            G_max  max_tokens (completion reserve)
+    L_ctx  context_window            G_max  max_tokens (the least room kept for the answer)
     B      (not a field)             the task prefix F (system prompt + task + tools) as it is
     M      summary_budget_tokens     cap on the deterministic summary S of older turns
     R      recent_budget_tokens      recent suffix H: what compaction keeps verbatim at least
@@ -12,6 +12,9 @@ serving model, chat template included):
     eta    overhead_tokens           template and framing overhead
     rho    inline_threshold_tokens   observations shorter than this stay verbatim
     r      recalls_per_step          q   recall_chunk_tokens
+           answer_room_percent       once ARC acts, a request asking for a longer answer than
+                                     G_max gets views that leave it that room, up to this share
+                                     of the window (``core/budget.py``)
 
 B is what F actually is; M, R, P and Q are caps, not reservations (``core/budget.py`` turns
 them into the caps of one context once F is known, and what a part leaves unused goes to H).
@@ -62,6 +65,7 @@ class ArcConfig:
     action_chars: int = 200
     recall_budget_chars: int = 16000
     recall_max_chars: int = 8000
+    answer_room_percent: int = 25
 
     def __post_init__(self) -> None:
         problems = [f"{f.name}={getattr(self, f.name)!r} must be a non-negative int"
@@ -104,6 +108,9 @@ class ArcConfig:
                 f"recall chunk {self.minimum_recall_chunk_tokens + RECALL_FRAMING_TOKENS} + summary "
                 f"{SUMMARY_MINIMUM_TOKENS}), over L = context_window - max_tokens = "
                 f"{self.input_budget_tokens}; lower them or max_tokens")
+        if self.answer_room_percent > 90:
+            raise ValueError(f"invalid ArcConfig: answer_room_percent={self.answer_room_percent} "
+                             "must be at most 90 (percent of the context window)")
         if self.recall_max_chars > self.recall_budget_chars:
             raise ValueError(
                 f"invalid ArcConfig: recall_max_chars={self.recall_max_chars} exceeds "

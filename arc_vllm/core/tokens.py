@@ -45,10 +45,30 @@ class TokenCounter(Protocol):
         """The prompt's token ids (for prefix-reuse figures)."""
 
 
-def template_messages(messages: Sequence[Message]) -> list[Message]:
+def without_developer_role(messages: list[Message]) -> list[Message]:
+    """What vLLM renders for a template that knows no ``developer`` role (its
+    ``renderers/hf.py``): every developer message becomes a system message, and the system
+    messages are then merged into one at the front, joined by blank lines."""
+    if not any(message.get("role") == "developer" for message in messages):
+        return messages
+    converted = [dict(message, role="system") if message.get("role") == "developer" else message
+                 for message in messages]
+    systems = [index for index, message in enumerate(converted) if message["role"] == "system"]
+    if systems == [0][:len(systems)]:
+        return converted
+    texts = [content for message in converted if message["role"] == "system"
+             for content in [message.get("content") or ""] if content]
+    return [{"role": "system", "content": "\n\n".join(texts)},
+            *(message for message in converted if message["role"] != "system")]
+
+
+def template_messages(messages: Sequence[Message], developer_role: bool = True) -> list[Message]:
     """Messages as vLLM hands them to a chat template: tool-call arguments parsed from their
-    JSON text into objects (an invalid or non-object text becomes {}, as vLLM does), and a
-    missing content as an empty string."""
+    JSON text into objects (an invalid or non-object text becomes {}, as vLLM does), a
+    missing content as an empty string, and, for a template without a ``developer`` role,
+    developer messages as vLLM turns them into system ones (``without_developer_role``)."""
+    if not developer_role:
+        messages = without_developer_role(list(messages))
     out = []
     for message in messages:
         if message.get("content") is None or message.get("tool_calls"):
@@ -178,8 +198,10 @@ class HFTokenCounter:
 
     def render(self, messages: Sequence[Message], tools: Tools = None) -> str:
         """The prompt text exactly as vLLM's chat endpoint renders it."""
+        template = self.tokenizer.chat_template or ""
+        developer_role = '"developer"' in template or "'developer'" in template  # vLLM's own test
         return self.tokenizer.apply_chat_template(
-            template_messages(messages), tools=tools or None, tokenize=False,
+            template_messages(messages, developer_role), tools=tools or None, tokenize=False,
             add_generation_prompt=True)
 
     def prompt_token_ids(self, messages: Sequence[Message], tools: Tools = None) -> list[int]:

@@ -12,6 +12,16 @@ own tools when it has any), turned into ``Command`` objects directly. A tool-cal
 answered by a ``role: tool`` message holding the result (the recalled text itself), so the
 model continues in its own format. With ``stream: true`` the same loop runs in
 ``serving/chat_stream.py``, streaming every delta that cannot be an ARC command.
+
+The chat body is every API's: the Anthropic Messages and Responses adapters
+(``serving/apis/``) translate their requests into one and its answer back, so the whole path
+runs once, for every API (``api`` names it in the records and metrics).
+
+The answer's room is the client's: ``max_tokens`` (``max_completion_tokens``) reaches vLLM as
+sent, which grants min(asked, window - prompt). Once ARC acts, views leave the asked room
+(``ArcContext.set_answer_room``: up to ``answer_room_percent`` of the window, at least G_max),
+and ``arc.max_tokens`` is the room granted. Only a session that asked for a smaller window
+than the server's has its answer clamped to that window.
 """
 
 from __future__ import annotations
@@ -24,6 +34,7 @@ from dataclasses import dataclass, field, replace
 from arc_vllm.core.errors import is_context_length_error
 from arc_vllm.kv.extra_args import ArcExtraArgs
 from arc_vllm.serving import metrics
+from arc_vllm.serving.conversation_keys import CHAT
 from arc_vllm.serving.processes import REPLICA
 from arc_vllm.serving.sessions import SessionError
 from arc_vllm.serving.tools import ARC_TOOLS, serve_commands, strip_arc_calls
@@ -84,6 +95,7 @@ class Loop:
     prompt_tokens: int = 0
     cached_tokens: int = 0
     warmup_tokens: int = 0
+    granted: int = 0  # the answer's room at the last engine call
     render_ms: float = 0.0  # ARC's own time before the engine calls: render, compactions
     own_ms: float = 0.0  # all of ARC's own time: archiving, rendering, serving commands
 
@@ -93,8 +105,10 @@ class ChatStep:
     engine calls (``call``), the commands served between them (``serve``). The caller holds
     the session's lock from ``begin`` until ``end``."""
 
-    def __init__(self, body: dict, session, serving, raw_request, request_class, kv_warmup=None):
+    def __init__(self, body: dict, session, serving, raw_request, request_class, kv_warmup=None,
+                 api: str = CHAT):
         self.body = body
+        self.api = api
         self.session = session
         self.serving = serving
         self.raw_request = raw_request
@@ -126,6 +140,10 @@ class ChatStep:
         # vllm_xargs.arc_debug: return each view sent to the engine (for tests and debugging).
         self.debug = bool(xargs.pop("arc_debug", False))
         self.template = request_template(self.body, xargs, session, tools, self.arc_tools)
+        self.asked = asked_tokens(self.body)
+        # The server's window (vLLM's max_model_len): a session may ask for a smaller one.
+        model_config = getattr(self.serving, "model_config", None)
+        self.server_window = getattr(model_config, "max_model_len", None) or context.config.context_window
 
     @property
     def may_serve(self) -> bool:
@@ -139,10 +157,7 @@ class ChatStep:
         context, loop, template = self.context, self.loop, self.template
         while True:
             rendering = time.perf_counter()
-            view = context.render()
-            if context.has_acted and not self.arc_tools and self.body.get("tools"):
-                if self.offer_arc_tools():  # this view compacted: from now on ARC's tools too
-                    view = context.render()
+            view = self.next_view()
             if (self.body.get("n") or 1) > 1 and context.has_acted:
                 # Several choices would each need their own commands served and views: once
                 # ARC has acted, a session generates one choice per request.
@@ -152,6 +167,7 @@ class ChatStep:
             loop.render_ms += elapsed
             loop.own_ms += elapsed
             loop.view_tokens.append(view.tokens)
+            loop.granted = self.grant(view.tokens, template)
             if self.debug:
                 loop.views.append(view.messages)
             metrics.VIEW_TOKENS.observe(view.tokens)
@@ -164,7 +180,8 @@ class ChatStep:
             template["vllm_xargs"].update(arc_args.to_dict())
             fields = dict(template, stream=stream)
             if stream:  # ARC counts every call's usage, whatever the client asked for
-                fields["stream_options"] = {"include_usage": True}
+                continuous = bool((self.body.get("stream_options") or {}).get("continuous_usage_stats"))
+                fields["stream_options"] = {"include_usage": True, "continuous_usage_stats": continuous}
             result = await self.serving.create_chat_completion(
                 self.request_class(**fields, messages=view.messages), self.raw_request)
             if hasattr(result, "choices") or hasattr(result, "__aiter__"):
@@ -176,6 +193,29 @@ class ChatStep:
             dumped = result.model_dump()
             raise EngineError({"error": dumped.get("error", dumped)},
                               getattr(getattr(result, "error", None), "code", 400) or 400)
+
+    def next_view(self):
+        """The view the next engine call gets (compacting if it must), leaving the asked room."""
+        context = self.context
+        context.set_answer_room(self.asked or 0)
+        view = context.render()
+        if context.has_acted and not self.arc_tools and self.body.get("tools"):
+            if self.offer_arc_tools():  # this view compacted: from now on ARC's tools too
+                view = context.render()
+        return view
+
+    def grant(self, view_tokens: int, template: dict) -> int:
+        """The answer's room for a view of ``view_tokens``: vLLM's min(asked, window - prompt),
+        in the session's own window where it asked for a smaller one than the server's (then
+        the engine request says so)."""
+        window = self.context.config.context_window
+        room = window - view_tokens
+        if window < self.server_window:
+            granted = min(self.asked, room) if self.asked else room
+            template["max_tokens"] = granted
+            template.pop("max_completion_tokens", None)
+            return granted
+        return min(self.asked, room) if self.asked else room
 
     def offer_arc_tools(self) -> bool:
         """Offer ARC's tools from now on, where F with them still leaves the other parts their
@@ -207,22 +247,31 @@ class ChatStep:
         results = serve_commands(self.context, message)
         self.loop.own_ms += (time.perf_counter() - serving) * 1000
         for outcome in results:
-            metrics.RECALLS.labels(result="ok" if outcome.ok else "refused").inc()
+            metrics.RECALLS.labels(result="ok" if outcome.ok else "refused", api=self.api).inc()
         self.loop.served += bool(results)
         return bool(results)
 
-    def end(self) -> dict:
+    def end(self, answer: dict | None = None) -> dict:
         """Record the request in the session and save it (the context after this step's
-        compactions and commands, for a reopening); the ``arc`` object of the response."""
+        compactions and commands, for a reopening); the ``arc`` object of the response.
+        ``answer``: the assistant message the client got (``answer_of``), kept as the session's
+        last answer (a Responses API ``previous_response_id`` continues after it)."""
         context, loop = self.context, self.loop
+        if answer is not None:
+            self.session.last_answer = answer
         compactions = context.num_compactions - self.compactions
-        metrics.COMPACTIONS.inc(compactions)
-        metrics.PROMPT_TOKENS.inc(loop.prompt_tokens)
-        metrics.PREFIX_CACHED_TOKENS.inc(loop.cached_tokens)
+        metrics.REQUESTS.labels(api=self.api).inc()
+        metrics.COMPACTIONS.labels(api=self.api).inc(compactions)
+        metrics.PROMPT_TOKENS.labels(api=self.api).inc(loop.prompt_tokens)
+        metrics.PREFIX_CACHED_TOKENS.labels(api=self.api).inc(loop.cached_tokens)
+        total_ms = (time.perf_counter() - self.started) * 1000
+        own_ms = loop.own_ms + self.take_in_ms
         arc = {
-            "session": self.session.id, "view_tokens": loop.view_tokens[-1] if loop.view_tokens else 0,
+            "session": self.session.id, "api": self.api,
+            "view_tokens": loop.view_tokens[-1] if loop.view_tokens else 0,
             "view_tokens_per_call": loop.view_tokens,
-            "budget_tokens": context.config.input_budget_tokens,
+            "budget_tokens": context.limit_tokens,
+            "max_tokens": loop.granted, "max_tokens_asked": self.asked,
             "prefix_tokens": context.prefix_tokens, "compactions": compactions,
             "recalls": context.recall.num_recalls - self.recalls, "commands_served": loop.served,
             "engine_calls": len(loop.view_tokens), "reactive_retries": loop.retries,
@@ -230,18 +279,18 @@ class ChatStep:
             "prompt_tokens": loop.prompt_tokens, "cached_prompt_tokens": loop.cached_tokens,
             "kv_warmup_tokens": loop.warmup_tokens,
             "observations": len(context.store), "render_ms": round(loop.render_ms, 2),
-            "arc_ms": round((time.perf_counter() - self.started) * 1000, 1)}
+            # ARC's own time (archiving, rendering, compacting, serving commands), as in the
+            # records; the engine's is the rest of the request's.
+            "arc_ms": round(own_ms, 2), "engine_ms": round(max(0.0, total_ms - own_ms), 1)}
         if REPLICA_NAME:  # an engine of a Ray replica: which one served this
             arc["replica"] = REPLICA_NAME
-        total_ms = (time.perf_counter() - self.started) * 1000
-        own_ms = loop.own_ms + self.take_in_ms
         self.session.records.append({
             "time": round(time.time(), 3), "conversation_tokens": self.before_tokens,
             "view_tokens": arc["view_tokens"], "budget_tokens": arc["budget_tokens"],
             "prompt_tokens": loop.prompt_tokens, "prefix_cached_tokens": loop.cached_tokens,
             "compactions": compactions, "recalls": arc["recalls"], "commands_served": loop.served,
-            "engine_calls": len(loop.view_tokens), "arc_ms": round(own_ms, 2),
-            "engine_ms": round(max(0.0, total_ms - own_ms), 1),
+            "engine_calls": len(loop.view_tokens), "arc_ms": arc["arc_ms"],
+            "engine_ms": arc["engine_ms"], "max_tokens": loop.granted, "api": self.api,
             "stream": bool(self.body.get("stream"))})
         self.session.save()
         if self.debug:
@@ -249,13 +298,14 @@ class ChatStep:
         return arc
 
 
-async def complete(body: dict, session, serving, raw_request, request_class, kv_warmup=None) -> dict:
+async def complete(body: dict, session, serving, raw_request, request_class, kv_warmup=None,
+                   api: str = CHAT) -> dict:
     """Run one ARC step for ``session``; returns the response as a JSON-able dict. Raises
     ``SessionError`` for a bad request and ``EngineError`` for an engine error. ``kv_warmup``
     (``serving/kv_warmup.py``, with ``--arc-kv-reuse``) runs before each engine call."""
     check_body(body)
     async with session.lock:
-        step = ChatStep(body, session, serving, raw_request, request_class, kv_warmup)
+        step = ChatStep(body, session, serving, raw_request, request_class, kv_warmup, api)
         step.begin()
         try:
             while True:
@@ -263,23 +313,48 @@ async def complete(body: dict, session, serving, raw_request, request_class, kv_
                 step.count_usage(result.usage)
                 if len(result.choices) != 1 or not step.serve(result.choices[0].message):
                     break
-        finally:
-            arc = step.end()
+        except BaseException:
+            step.end()
+            raise
         response = result.model_dump(exclude_none=True)
         strip_arc_calls(response)
-        response["arc"] = arc
+        response["arc"] = step.end(answer_of(response["choices"][0].get("message") or {}))
         return response
 
 
+def answer_of(message: dict) -> dict:
+    """The assistant message a client got, as a chat message of its conversation."""
+    answer = {"role": "assistant", "content": message.get("content") or ""}
+    if message.get("tool_calls"):
+        answer["tool_calls"] = [{"id": call.get("id"), "type": "function", "function": {
+            "name": call["function"]["name"], "arguments": call["function"].get("arguments") or ""}}
+            for call in message["tool_calls"]]
+    if message.get("reasoning"):
+        answer["reasoning"] = message["reasoning"]
+    return answer
+
+
+def preview_tokens(body: dict, session, request_class) -> tuple[int, int]:
+    """The tokens of the view a request would get as the first of ``session`` (a throwaway
+    one: nothing is kept), as ``ChatStep`` renders it, ARC's tools included where offered; and
+    the conversation's own size as ARC counts it."""
+    check_body(body)
+    step = ChatStep(body, session, None, None, request_class)
+    step.begin()
+    return step.next_view().tokens, step.before_tokens
+
+
+def asked_tokens(body: dict) -> int | None:
+    """The answer's length the client asked for (vLLM reads ``max_completion_tokens`` first)."""
+    return body.get("max_completion_tokens") or body.get("max_tokens") or None
+
+
 def request_template(body: dict, xargs: dict, session, tools, arc_tools: bool) -> dict:
-    """The engine request's fields beside the view: the client's, with ARC's limits."""
-    config = session.context.config
+    """The engine request's fields beside the view: the client's own, ``max_tokens`` included
+    (vLLM grants it as it would without ARC), with ARC's session named and ARC's tools."""
     template = {key: value for key, value in body.items()
-                if key not in ("messages", "stream", "stream_options", "max_completion_tokens")}
-    max_tokens = min(int(body.get("max_tokens") or body.get("max_completion_tokens")
-                         or config.max_tokens), config.max_tokens)
-    template.update(max_tokens=max_tokens, vllm_xargs={**xargs, **ArcExtraArgs(session=session.id).to_dict()},
-                    stream=False)
+                if key not in ("messages", "stream", "stream_options")}
+    template.update(vllm_xargs={**xargs, **ArcExtraArgs(session=session.id).to_dict()}, stream=False)
     if tools:
         template["tools"] = list(body["tools"]) + (ARC_TOOLS if arc_tools else [])
     return template

@@ -18,12 +18,15 @@ from __future__ import annotations
 
 import json
 
-from arc_vllm.serving.chat import ChatStep, EngineError, check_body
+from arc_vllm.serving.chat import ChatStep, EngineError, answer_of, check_body
+from arc_vllm.serving.conversation_keys import CHAT
 from arc_vllm.serving.sessions import SessionError
 from arc_vllm.serving.stream_filter import HeldBack
+from arc_vllm.serving.tools import ARC_TOOL_NAMES
 
 
-async def open_stream(body: dict, session, serving, raw_request, request_class, kv_warmup=None):
+async def open_stream(body: dict, session, serving, raw_request, request_class, kv_warmup=None,
+                      api: str = CHAT):
     """Start a streamed step; returns the event iterator. Raises ``SessionError`` or
     ``EngineError`` when the request fails before its first event."""
     check_body(body)
@@ -31,7 +34,7 @@ async def open_stream(body: dict, session, serving, raw_request, request_class, 
         raise SessionError("n: a streamed ARC answer has one choice (n=1); ask without stream "
                            "for several, or name no session")
     await session.lock.acquire()
-    step = ChatStep(body, session, serving, raw_request, request_class, kv_warmup)
+    step = ChatStep(body, session, serving, raw_request, request_class, kv_warmup, api)
     try:
         step.begin()
         events = await step.call(stream=True)
@@ -40,8 +43,8 @@ async def open_stream(body: dict, session, serving, raw_request, request_class, 
             step.end()
         session.lock.release()
         raise
-    include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
-    return relay(step, events, include_usage)
+    options = body.get("stream_options") or {}
+    return relay(step, events, bool(options.get("include_usage")), bool(options.get("continuous_usage_stats")))
 
 
 def data_of(events: str):
@@ -60,12 +63,14 @@ class Generation:
 
     def __init__(self):
         self.content = ""
+        self.reasoning = ""
         self.calls: dict[int, dict] = {}
         self.finish_reason = None
         self.usage = None
 
     def add(self, delta: dict) -> None:
         self.content += delta.get("content") or ""
+        self.reasoning += delta.get("reasoning") or ""
         for piece in delta.get("tool_calls") or []:
             call = self.calls.setdefault(piece.get("index", 0), {"id": None, "name": "", "arguments": ""})
             call["id"] = piece.get("id") or call["id"]
@@ -82,8 +87,14 @@ class Generation:
                  for index, call in sorted(self.calls.items())]
         return ChatMessage(role="assistant", content=self.content or None, tool_calls=calls)
 
+    def answer(self) -> dict:
+        """What the client got of this generation, as a chat message (ARC's calls left out)."""
+        calls = [{"id": call["id"] or f"call_{index}", "function": {"name": call["name"], "arguments": call["arguments"]}}
+                 for index, call in sorted(self.calls.items()) if call["name"] not in ARC_TOOL_NAMES]
+        return answer_of({"content": self.content, "tool_calls": calls, "reasoning": self.reasoning})
 
-async def relay(step: ChatStep, events, include_usage: bool):
+
+async def relay(step: ChatStep, events, include_usage: bool, continuous_usage: bool = False):
     base, arc = None, None
     role_sent = False
     client_calls = 0  # the client's tool calls numbered across generations
@@ -110,8 +121,9 @@ async def relay(step: ChatStep, events, include_usage: bool):
                         if choice.get("finish_reason"):
                             generation.finish_reason = choice["finish_reason"]
                         if out:
+                            usage = {"usage": chunk["usage"]} if continuous_usage and chunk.get("usage") else {}
                             yield sse({**base, "choices": [{"index": 0, "delta": out, "logprobs": logprobs,
-                                                            "finish_reason": None}]})
+                                                            "finish_reason": None}], **usage})
             step.count_usage(generation.usage)
             if step.serve(generation.message()):  # a command: served, and the model goes on
                 client_calls = held.num_client_calls
@@ -123,7 +135,7 @@ async def relay(step: ChatStep, events, include_usage: bool):
             finish = generation.finish_reason
             if finish == "tool_calls" and held.num_client_calls == client_calls:
                 finish = "stop"  # only ARC's calls were made, and the client saw none of them
-            arc = step.end()
+            arc = step.end(generation.answer())
             final = {**base, "choices": [{"index": 0, "delta": {}, "finish_reason": finish}]}
             if include_usage:
                 yield sse(final)

@@ -1,10 +1,11 @@
 """ARC's Prometheus metrics, exported on vLLM's own /metrics beside vLLM's counters.
 
-    arc_compactions_total            compactions run for ARC sessions
-    arc_recalls_total{result}        ARC commands served in the server (ok / refused)
+    arc_requests_total{api}          ARC requests served, by API (chat, messages, responses)
+    arc_compactions_total{api}       compactions run for ARC sessions
+    arc_recalls_total{result,api}    ARC commands served in the server (ok / refused)
     arc_view_tokens                  histogram of the bounded views sent to the engine
-    arc_prompt_tokens_total          prompt tokens of ARC requests, as the engine counted them
-    arc_prefix_cached_tokens_total   of those, tokens served from vLLM's prefix cache
+    arc_prompt_tokens_total{api}     prompt tokens of ARC requests, as the engine counted them
+    arc_prefix_cached_tokens_total{api}  of those, tokens served from vLLM's prefix cache
     arc_store_bytes                  payload bytes held by all session stores
     arc_sessions                     sessions in memory
     arc_sessions_unloaded_total{reason}  sessions taken out of memory (ttl, capacity): unloaded
@@ -19,15 +20,22 @@ from __future__ import annotations
 
 from prometheus_client import Counter, Gauge, Histogram
 
-COMPACTIONS = Counter("arc_compactions", "Compactions run for ARC sessions")
-RECALLS = Counter("arc_recalls", "ARC commands served inside the server", ["result"])
-for _result in ("ok", "refused"):  # present on /metrics from the start, at 0
-    RECALLS.labels(result=_result)
+from arc_vllm.serving.conversation_keys import CHAT, MESSAGES, RESPONSES
+
+APIS = (CHAT, MESSAGES, RESPONSES)
+REQUESTS = Counter("arc_requests", "ARC requests served, by API", ["api"])
+COMPACTIONS = Counter("arc_compactions", "Compactions run for ARC sessions", ["api"])
+RECALLS = Counter("arc_recalls", "ARC commands served inside the server", ["result", "api"])
 VIEW_TOKENS = Histogram("arc_view_tokens", "Tokens of each bounded view sent to the engine",
                         buckets=(256, 512, 1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072))
-PROMPT_TOKENS = Counter("arc_prompt_tokens", "Prompt tokens of ARC requests (engine count)")
+PROMPT_TOKENS = Counter("arc_prompt_tokens", "Prompt tokens of ARC requests (engine count)", ["api"])
 PREFIX_CACHED_TOKENS = Counter("arc_prefix_cached_tokens",
-                               "Prompt tokens of ARC requests served from the prefix cache")
+                               "Prompt tokens of ARC requests served from the prefix cache", ["api"])
+for _api in APIS:  # every series present on /metrics from the start, at 0
+    for _counter in (REQUESTS, COMPACTIONS, PROMPT_TOKENS, PREFIX_CACHED_TOKENS):
+        _counter.labels(api=_api)
+    for _result in ("ok", "refused"):
+        RECALLS.labels(result=_result, api=_api)
 # "livemax": one value per live API-server process under prometheus_client's multiprocess mode.
 STORE_BYTES = Gauge("arc_store_bytes", "Payload bytes held by all ARC session stores",
                     multiprocess_mode="livemax")

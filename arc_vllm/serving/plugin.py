@@ -27,7 +27,10 @@ options are parsed and ignored, no route is added, the engine is vLLM's own. Wit
     --arc-kv-reuse            after a compaction, reuse the last view's KV (kv/connector.py)
     --arc-kv-reuse-recompute N  recompute the first N tokens of the reused run (default 0)
     --arc-kv-reuse-host-tokens N  past views' tokens kept in host memory (default 65536)
-    --arc-max-tokens N        G_max reserved for each completion (default 512)
+    --arc-max-tokens N        G_max: the least room kept for each answer (default 512); the
+                              client's own max_tokens is granted as vLLM grants it
+    --arc-answer-room-percent P  once ARC acts, views leave a request the room it asks for,
+                              up to P% of the window (default 25)
     --arc-recent-turns N      turns kept verbatim after a compaction
     --arc-recalls-per-step N  r (default 2)
     --arc-recall-chunk-tokens N, --arc-recall-budget-chars N, --arc-recall-max-chars N,
@@ -47,7 +50,10 @@ from arc_vllm.kv.config import CONNECTOR_NAME, KVReuseConfig
 
 # --arc-<name> -> the ArcConfig budget it sets
 BUDGET_OPTIONS = {
-    "max_tokens": "G_max: tokens reserved for each completion (unset: 512)",
+    "max_tokens": "G_max: the least room ARC keeps free for each answer; a request's own "
+                  "max_tokens is granted as vLLM grants it (unset: 512)",
+    "answer_room_percent": "once ARC acts, a request asking for a longer answer than G_max gets "
+                           "views that leave it that room, up to this share of the window (unset: 25)",
     "recent_turns": "turns kept verbatim after a compaction",
     "recalls_per_step": "r: recalls served per step (unset: 2)",
     "recall_chunk_tokens": "tokens of one recall chunk",

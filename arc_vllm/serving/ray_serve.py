@@ -32,19 +32,35 @@ import sys
 import tempfile
 from pathlib import Path
 
-FORWARDED_HEADERS = ("content-type", "authorization", "x-arc-session", "accept")
+# Not passed on: what the connection to the replica sets itself.
+HOP_HEADERS = ("host", "content-length", "connection", "keep-alive", "transfer-encoding", "upgrade")
+API_OF_PATH = {"/v1/chat/completions": "chat", "/v1/messages": "messages",
+               "/v1/messages/count_tokens": "messages", "/v1/responses": "responses"}
+
+
+def without_cache_control(value):
+    """An Anthropic message or system with its ``cache_control`` marks left out: Claude Code
+    moves them from turn to turn, so a conversation's first message keeps one key."""
+    if isinstance(value, list):
+        return [without_cache_control(item) for item in value]
+    if isinstance(value, dict):
+        return {key: without_cache_control(item) for key, item in value.items() if key != "cache_control"}
+    return value
 
 
 def session_of(path: str, headers, body: bytes) -> str | None:
-    """The routing key of a request: the ARC session it names, else (a chat request naming
-    none, which a replica serves in an implicit session) its conversation's first message and
-    caller, so that every request of one conversation reaches the same replica."""
+    """The routing key of a request: the ARC session it names (or that its
+    ``previous_response_id`` names: ARC's response ids carry it), else (a request of a
+    conversational API naming none, which a replica serves in an implicit session) the
+    client's own conversation id or the conversation's start, with the caller, so that every
+    request of one conversation reaches the same replica."""
     parts = path.strip("/").split("/")
     if parts[:3] == ["v1", "arc", "sessions"] and len(parts) > 3:
         return parts[3]
-    from arc_vllm.serving.routes import session_named  # the server's own rule, one owner
+    from arc_vllm.serving.api_route import SESSION_HEADER, session_named  # the server's own rules
+    from arc_vllm.serving.apis.responses import ARC_RESPONSE
 
-    header = headers.get("x-arc-session")
+    header = headers.get(SESSION_HEADER)
     try:
         data = json.loads(body) if body else None
     except ValueError:
@@ -52,14 +68,28 @@ def session_of(path: str, headers, body: bytes) -> str | None:
     sid = session_named(header, data)
     if isinstance(sid, str):
         return sid
-    if header is None and isinstance(data, dict) and isinstance(data.get("messages"), list) \
-            and data["messages"] and isinstance(data["messages"][0], dict):
-        from arc_vllm.core.transcript import fingerprint
-        from arc_vllm.serving.conversation_index import chain, caller_of
+    if header is not None or not isinstance(data, dict):
+        return header
+    previous = ARC_RESPONSE.match(str(data.get("previous_response_id") or ""))
+    if previous:
+        return previous.group(1)
+    api = API_OF_PATH.get("/" + "/".join(parts))
+    if api is None:
+        return None
+    from arc_vllm.core.transcript import fingerprint
+    from arc_vllm.serving.conversation_index import chain, client_scope
+    from arc_vllm.serving.conversation_keys import caller_of, conversation_of
 
-        caller = caller_of(headers.get("authorization"), data.get("user"))
-        return "conversation-" + chain(caller, [fingerprint(data["messages"][0])])[0]
-    return header
+    caller = caller_of(dict(headers), data)
+    conversation = conversation_of(api, dict(headers), data)
+    if conversation is not None:
+        return "conversation-" + client_scope(caller, conversation)
+    items = data.get("messages") if api != "responses" else data.get("input")
+    items = [items] if isinstance(items, str) else items
+    if isinstance(items, list) and items and isinstance(items[0], (dict, str)):
+        start = without_cache_control([data.get("system") or data.get("instructions"), items[0]])
+        return "conversation-" + chain(caller, [fingerprint({"start": start})])[0]
+    return None
 
 
 def front_app(replicas, routing: str):
@@ -94,7 +124,7 @@ def front_app(replicas, routing: str):
         request = Request(scope, receive)
         body = await request.body()
         sid = session_of(request.url.path, request.headers, body)
-        headers = {key: value for key, value in request.headers.items() if key in FORWARDED_HEADERS}
+        headers = {key: value for key, value in request.headers.items() if key not in HOP_HEADERS}
 
         async def forward(url: str) -> httpx.Response:
             return await client.send(client.build_request(

@@ -12,7 +12,9 @@ it gets 410 (not 404: the client learns its session ended, and can start another
 serving a request is never ended under it.
 
 Implicit sessions (a request that names none) are found by their conversation
-(``serving/conversation_index.py``).
+(``serving/conversation_index.py``): the client's own id for it where it sends one, else the
+fingerprints of its messages. A Responses API request continues the session of the response
+its ``previous_response_id`` names (ARC's response ids name their session: ``apis/responses.py``).
 
 Run ``python -m arc_vllm.serving.session_manager`` to see a session end and answer 410.
 """
@@ -30,7 +32,7 @@ from collections import OrderedDict
 from pathlib import Path
 
 from arc_vllm.core.config import ArcConfig
-from arc_vllm.serving.conversation_index import ConversationIndex
+from arc_vllm.serving.conversation_index import ConversationIndex, client_scope
 from arc_vllm.serving import session_lock
 from arc_vllm.serving.sessions import BUDGET_FIELDS, Session, SessionError, file_stamp
 
@@ -55,6 +57,7 @@ class SessionManager:
         self.last_used: OrderedDict[str, float] = OrderedDict()
         self.ended: OrderedDict[str, str] = OrderedDict()  # id -> why it ended (410)
         self.implicit = ConversationIndex()
+
         self.in_use: dict[str, int] = {}  # id -> requests holding it (``using``)
         self.num_unloaded = 0
         if shared and not store_dir:
@@ -84,7 +87,8 @@ class SessionManager:
         session = Session(state["id"], ArcConfig(**state["config"]), self.counter, folder,
                           state.get("prefix"), state.get("fingerprints"), state.get("full_tokens", 0),
                           state.get("num_requests", 0), state.get("tools"), state.get("context"),
-                          state.get("caller"), state.get("records"))
+                          state.get("caller"), state.get("records"), state.get("client_id"),
+                          state.get("num_rebases", 0), state.get("last_answer"))
         session.last_used = (state.get("summary") or {}).get("last_used", session.last_used)
         session.stamp = file_stamp(folder / "session.json")
         return session
@@ -106,14 +110,15 @@ class SessionManager:
         except (TypeError, ValueError) as error:
             raise SessionError(f"budgets: {error}") from None
 
-    def create(self, overrides: dict | None = None, caller: str | None = None) -> Session:
+    def create(self, overrides: dict | None = None, caller: str | None = None,
+               client_id: str | None = None) -> Session:
         config = self.config(overrides)
         id = "sess_" + secrets.token_hex(12)
         folder = None
         if self.store_dir:
             folder = self.store_dir / id
             folder.mkdir()
-        session = Session(id, config, self.counter, folder, caller=caller)
+        session = Session(id, config, self.counter, folder, caller=caller, client_id=client_id)
         session.save()
         if self.shared:
             session.store.release()
@@ -124,14 +129,18 @@ class SessionManager:
 
     # ---- implicit sessions (conversation_index.py) --------------------------------------
 
-    def for_conversation(self, messages: list[dict], caller: str) -> str:
-        """The id of the implicit session ``messages`` continue, or of a new one."""
-        id = self.implicit.find(caller, messages)
-        if id is not None and (id in self.sessions or (self.store_dir and (self.store_dir / id / "session.json").exists())):
-            return id
-        if id is not None:  # ended meanwhile: the conversation starts a new session
-            self.implicit.forget(id)
-        return self.create(caller=caller).id
+    def for_conversation(self, messages: list[dict], caller: str, client_id: str | None = None) -> str:
+        """The id of the implicit session ``messages`` continue, or of a new one. With the
+        client's own conversation id, in that id's scope, where a rewritten history continues
+        its session too (``conversation_index.py``)."""
+        scope = client_scope(caller, client_id)
+        for find in (self.implicit.find, self.implicit.find_rewritten if client_id else None):
+            id = find(scope, messages) if find else None
+            if id is not None and (id in self.sessions or (self.store_dir and (self.store_dir / id / "session.json").exists())):
+                return id
+            if id is not None:  # ended meanwhile: the conversation starts a new session
+                self.implicit.forget(id)
+        return self.create(caller=scope, client_id=client_id).id
 
     def remember(self, session: Session) -> None:
         """After a request: an implicit session is found by its conversation as it is now."""

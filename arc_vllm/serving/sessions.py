@@ -2,7 +2,11 @@
 
 A session owns taking a request's messages in (``take_in``: new messages found by their
 fingerprints, the task prefix fixed at the first request, every new observation archived
-before anything can hide it) and persisting itself (``save``).
+before anything can hide it) and persisting itself (``save``). A request whose conversation
+starts as the session's did but then differs from what the session took in is a rewrite of
+its history (Claude Code's ``/compact``, an agent editing its own turns): the session takes
+the new history in as its conversation from now on, over the same store, so that everything
+stored before stays recallable by id and through the catalog (``rebase``).
 
 With a store folder (``--arc-store-dir``) each session lives in ``DIR/<id>/``: ``store.arc``
 (the durable ObsStore, fsync on every append) and ``session.json`` (task prefix, budgets,
@@ -33,7 +37,7 @@ from arc_vllm.core.context import ArcContext
 from arc_vllm.core.formats import ARC_NOTE
 from arc_vllm.core.snapshot import restore, snapshot
 from arc_vllm.core.store import ObsStore
-from arc_vllm.core.transcript import content_text, take_in
+from arc_vllm.core.transcript import content_text, fingerprint, take_in
 
 
 MAX_RECORDS = 1000
@@ -41,6 +45,15 @@ MAX_RECORDS = 1000
 # A session may ask for a smaller window than the server's (a client sized for a smaller
 # model, a benchmark at several windows on one server), never a larger one.
 BUDGET_FIELDS = {f.name for f in fields(ArcConfig)}
+
+
+def rewrites(messages: list[dict], known: list[str]) -> bool:
+    """Whether ``messages`` rewrite the history of a session that took ``known`` in: the same
+    first message, then a message that differs from the one the session has at its place. (A
+    request that starts otherwise carries new messages only; one that stops short is a resend.)"""
+    if not known or not messages or fingerprint(messages[0]) != known[0]:
+        return False
+    return any(fingerprint(message) != print_ for message, print_ in zip(messages[1:], known[1:]))
 
 
 def file_stamp(path: Path) -> tuple:
@@ -62,12 +75,16 @@ class Session:
                  prefix: list[dict] | None = None, fingerprints: list[str] | None = None,
                  full_tokens: int = 0, num_requests: int = 0, tools: list[dict] | None = None,
                  context_state: dict | None = None, caller: str | None = None,
-                 records: list[dict] | None = None):
+                 records: list[dict] | None = None, client_id: str | None = None,
+                 num_rebases: int = 0, last_answer: dict | None = None):
         self.id = id
         # One record per ARC request (serving/chat.py ChatStep.end), the last MAX_RECORDS.
         self.records: deque[dict] = deque(records or [], maxlen=MAX_RECORDS)
         self.last_used = time.time()
-        self.caller = caller  # an implicit session's caller (conversation_index.py); None: explicit
+        self.caller = caller  # an implicit session's index scope (conversation_index.py); None: explicit
+        self.client_id = client_id  # the client's own id for the conversation, where it sends one
+        self.num_rebases = num_rebases  # rewrites of its history taken in
+        self.last_answer: dict | None = last_answer  # the assistant message the client last got
         self.config = config
         self.counter = counter
         self.folder = folder
@@ -109,6 +126,8 @@ class Session:
         will render (the request's and ARC's). Returns the conversation's size without ARC.
         Raises ValueError (a bad message, or a task prefix that cannot fit) with nothing
         stored."""
+        if self.context is not None and rewrites(messages, self.fingerprints):
+            self.rebase()
         items = take_in(messages, self.fingerprints, self.context is not None)
         if self.context is None:
             self.start(items.prefix, tools)
@@ -132,6 +151,14 @@ class Session:
         self.save()
         return context.prefix_tokens + self.full_tokens
 
+    def rebase(self) -> None:
+        """The client rewrote its history: the next request's conversation is the session's
+        from now on (its own F, its turns), over the same store. The new context lists every
+        observation stored before in its catalog (``ArcContext``), shown once ARC acts; until
+        then the view is the new conversation as sent."""
+        self.context, self.prefix, self.fingerprints, self.full_tokens = None, None, [], 0
+        self.num_rebases += 1
+
     def save(self) -> None:
         if self.folder is None:
             return
@@ -139,7 +166,9 @@ class Session:
                  "prefix": self.prefix, "fingerprints": self.fingerprints,
                  "tools": self.context.tools if self.context else None,
                  "full_tokens": self.full_tokens, "num_requests": self.num_requests,
-                 "caller": self.caller, "records": list(self.records), "summary": self.summary(),
+                 "caller": self.caller, "client_id": self.client_id, "num_rebases": self.num_rebases,
+                 "last_answer": self.last_answer,
+                 "records": list(self.records), "summary": self.summary(),
                  "context": snapshot(self.context) if self.context else None}
         temporary = self.folder / "session.json.tmp"
         temporary.write_text(json.dumps(state))
@@ -152,6 +181,7 @@ class Session:
                 "turns": len(self.context.turns) if self.context else 0,
                 "compactions": self.context.num_compactions if self.context else 0,
                 "requests": self.num_requests, "implicit": self.caller is not None,
+                "client_id": self.client_id, "rebases": self.num_rebases,
                 "last_used": round(self.last_used, 3)}
 
     def describe(self) -> dict:

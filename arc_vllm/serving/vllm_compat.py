@@ -22,6 +22,16 @@ HOOKS = {
     "vllm.engine.arg_utils.EngineArgs": ["add_cli_args"],
     "vllm.v1.core.sched.scheduler.Scheduler": ["schedule"],
     "vllm.entrypoints.openai.chat_completion.serving.OpenAIServingChat": ["create_chat_completion"],
+    # The API adapters (serving/apis/) run vLLM's own converters for these APIs.
+    "vllm.entrypoints.anthropic.serving.AnthropicServingMessages": [
+        "to_chat_completion_request", "messages_full_converter", "message_stream_converter",
+        "count_tokens", "_get_disabled_thinking_effort", "_should_merge_inline_system"],
+    "vllm.entrypoints.openai.responses.utils": [
+        "construct_input_messages", "construct_chat_messages_with_tool_call", "construct_tool_dicts",
+        "build_response_output_items"],
+    "vllm.entrypoints.openai.responses.streaming_events": ["SimpleStreamingEventProcessor", "split_delta"],
+    "vllm.entrypoints.openai.responses.protocol.ResponsesResponse": ["from_request"],
+    "vllm.entrypoints.openai.responses.protocol.ResponsesRequest": ["to_sampling_params"],
     "vllm.distributed.kv_transfer.kv_connector.v1.base.KVConnectorBase_V1": [
         "get_num_new_matched_tokens", "update_state_after_alloc", "build_connector_meta",
         "request_finished", "register_kv_caches", "start_load_kv", "wait_for_layer_load",
@@ -35,14 +45,22 @@ def missing_hooks() -> list[str]:
     """Every hook ARC uses that this vLLM lacks, as dotted names."""
     missing = []
     for path, names in HOOKS.items():
-        module, _, name = path.rpartition(".")
         try:
-            owner = getattr(importlib.import_module(module), name)
+            owner = owner_of(path)
         except (ImportError, AttributeError):
             missing.append(path)
             continue
         missing += [f"{path}.{hook}" for hook in names if not hasattr(owner, hook)]
     return missing
+
+
+def owner_of(path: str):
+    """The module, or the class in a module, that ``path`` names."""
+    try:
+        return importlib.import_module(path)
+    except ImportError:
+        module, _, name = path.rpartition(".")
+        return getattr(importlib.import_module(module), name)
 
 
 def check() -> str:

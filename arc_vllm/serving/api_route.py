@@ -1,0 +1,215 @@
+"""The ARC route in front of each of vLLM's conversational routes (chat completions, Anthropic
+Messages, Responses): inside vLLM's middleware, so API keys and the rest still apply.
+
+    request -> the session: named (``X-ARC-Session`` or ``vllm_xargs.arc_session``; the body's
+               wins), continued by the API's own reference (``previous_response_id``), or, with
+               implicit sessions on (``--arc-implicit-sessions``, the default), the session of
+               the client's own conversation id (``serving/conversation_keys.py``) or of its
+               conversation's fingerprints (``serving/conversation_index.py``)
+            -> the API's adapter translates it (``serving/apis/``) -> the ARC path
+               (``serving/chat.py``, ``serving/chat_stream.py``) -> the adapter's answer
+
+A request naming no session that ARC does not take (``Declined``: image content, several
+choices) is handed to vLLM's own route untouched, its body replayed; so is every request
+naming none while implicit sessions are off. An implicit request ARC refuses before storing
+anything (a task prefix that cannot fit ARC's parts, say) is served by plain vLLM too.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+
+from fastapi import Request
+from fastapi.responses import JSONResponse, Response, StreamingResponse
+from pydantic import ValidationError
+from starlette.routing import BaseRoute
+
+from arc_vllm.kv.extra_args import session_of_body
+from arc_vllm.serving import metrics
+from arc_vllm.serving.apis import ConversationAPI, Declined
+from arc_vllm.serving.chat import EngineError, complete
+from arc_vllm.serving.chat_stream import open_stream
+from arc_vllm.serving.conversation_keys import caller_of, conversation_of, headers_of
+from arc_vllm.serving.session_lock import SessionBusy
+from arc_vllm.serving.sessions import SessionError
+
+SESSION_HEADER = "x-arc-session"
+
+
+def session_named(header: str | None, body) -> str | None:
+    """The session a request names: ``vllm_xargs.arc_session``, else ``X-ARC-Session``."""
+    named = session_of_body(body)
+    return named if named is not None else header
+
+
+class ArcRoute(BaseRoute):
+    """Matches exactly what vLLM's route matches; ARC requests are answered here, the rest are
+    passed to that route with their body replayed."""
+
+    def __init__(self, original, api: ConversationAPI):
+        self.original = original
+        self.api = api
+
+    def matches(self, scope):
+        return self.original.matches(scope)
+
+    def url_path_for(self, name, **path_params):
+        return self.original.url_path_for(name, **path_params)
+
+    async def handle(self, scope, receive, send):
+        chunks, more = [], True
+        while more:
+            message = await receive()
+            chunks.append(message.get("body", b""))
+            more = message.get("more_body", False)
+        raw = b"".join(chunks)
+        replayed = False
+
+        async def replay():
+            nonlocal replayed
+            if not replayed:
+                replayed = True
+                return {"type": "http.request", "body": raw, "more_body": False}
+            return await receive()
+
+        async def plain():
+            nonlocal replayed
+            replayed = False
+            return await self.original.handle(scope, replay, send)
+
+        if scope.get("method") != "POST":
+            return await plain()
+        try:
+            body = json.loads(raw)
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            body = None
+        headers = headers_of(scope)
+        app = scope["app"]
+        sid = session_named(headers.get(SESSION_HEADER), body)
+        if sid is None and not getattr(app.state, "arc_implicit_sessions", False):
+            return await plain()
+        if not isinstance(body, dict):
+            if sid is None:  # not JSON: vLLM's own answer, as without --arc
+                return await plain()
+            return await self.api.error("body: must be a JSON object", 400)(scope, replay, send)
+        response = await self.handle_arc(Request(scope, replay), body, headers, sid)
+        if response is None:  # a request naming no session that ARC does not take
+            return await plain()
+        await response(scope, replay, send)
+
+    async def handle_arc(self, request: Request, body: dict, headers: dict, sid) -> Response | None:
+        app, api = request.app, self.api
+        if sid is not None and not isinstance(sid, str):
+            return api.error("vllm_xargs.arc_session: must be a session id string", 400)
+        if api.reads:
+            return await self.read(request, body, sid)
+        implicit = sid is None
+        try:
+            if implicit:
+                api.declines(body)
+            translation = await api.translate(body, app, headers)
+        except Declined:
+            return None
+        except SessionError as error:
+            return api.error(str(error), error.status)
+        except ValidationError as error:
+            return api.error(f"request: {error}", 400)
+        manager = app.state.arc_sessions
+        if implicit and translation.session is not None:
+            sid, implicit = translation.session, False  # the API's own reference names it
+        if implicit:
+            sid = manager.for_conversation(translation.chat["messages"], caller_of(headers, body),
+                                           conversation_of(api.name, headers, body))
+        serving, kv_warmup = app.state.openai_serving_chat, getattr(app.state, "arc_kv_warmup", None)
+        from vllm.entrypoints.openai.chat_completion.protocol import ChatCompletionRequest
+
+        held = contextlib.AsyncExitStack()
+        try:
+            session = await held.enter_async_context(manager.using(sid))
+            api.bind(translation, session)
+            if translation.chat.get("stream"):
+                events = await open_stream(translation.chat, session, serving, request,
+                                           ChatCompletionRequest, kv_warmup, api.name)
+            else:
+                try:
+                    result = await complete(translation.chat, session, serving, request,
+                                            ChatCompletionRequest, kv_warmup, api.name)
+                finally:
+                    manager.remember(session)
+        except Exception as exc:
+            await held.aclose()
+            metrics.refresh(manager)
+            if implicit and declined(app, sid, exc):
+                return None
+            return self.arc_error(exc)
+        if not translation.chat.get("stream"):
+            await held.aclose()
+            metrics.refresh(manager)
+            answer = api.answer(translation, result, app)
+            # The session by name, so a client whose session was implicit may pin it from now on.
+            return JSONResponse(answer, headers={"X-ARC-Session": session.id})
+
+        async def relayed():
+            try:
+                async for event in api.stream(translation, events, app):
+                    yield event
+            finally:
+                await events.aclose()
+                manager.remember(session)
+                await held.aclose()
+                metrics.refresh(manager)
+
+        return StreamingResponse(relayed(), media_type="text/event-stream",
+                                 headers={"X-ARC-Session": session.id})
+
+    async def read(self, request: Request, body: dict, sid: str | None) -> Response | None:
+        manager = request.app.state.arc_sessions
+        try:
+            if sid is None:
+                return JSONResponse(await self.api.read(body, request.app, None))
+            async with manager.using(sid) as session:
+                return JSONResponse(await self.api.read(body, request.app, session))
+        except Declined:
+            return None
+        except Exception as exc:
+            return self.arc_error(exc)
+
+    def arc_error(self, exc: Exception) -> Response:
+        """An ARC request's error in its API's form (re-raised when it is a bug)."""
+        if isinstance(exc, SessionError):
+            return self.api.error(str(exc), exc.status)
+        if isinstance(exc, SessionBusy):
+            return self.api.error(str(exc), 409, "conflict")
+        if isinstance(exc, EngineError):
+            error = exc.body.get("error") if isinstance(exc.body.get("error"), dict) else {}
+            return self.api.error(str(error.get("message") or exc.body), exc.status,
+                                  str(error.get("type") or "invalid_request_error"))
+        if isinstance(exc, ValidationError):  # vLLM's request model refused the request's fields
+            return self.api.error(f"request: {exc}", 400)
+        raise exc
+
+
+def declined(app, sid: str, exc: Exception) -> bool:
+    """Whether ARC declines an implicit request (a 400 raised before anything was stored),
+    dropping the session it had opened for it if that one holds nothing."""
+    if not isinstance(exc, SessionError) or exc.status != 400:
+        return False
+    manager = app.state.arc_sessions
+    session = manager.sessions.get(sid)
+    if session is not None and session.num_requests == 0:
+        manager.delete(sid)
+    return True
+
+
+def put_in_front(app, api: ConversationAPI) -> bool:
+    """Put ARC's route for ``api`` in front of each of vLLM's POST routes it adapts; whether
+    vLLM serves them (a model without that API serves none)."""
+    found = False
+    for path in api.paths:
+        for index, route in enumerate(app.router.routes):
+            if getattr(route, "path", None) == path and "POST" in getattr(route, "methods", ()):
+                app.router.routes.insert(index, ArcRoute(route, api))
+                found = True
+                break
+    return found

@@ -1,0 +1,100 @@
+"""ARC on every conversational API vLLM serves: one ARC path, a thin adapter per API.
+
+    chat       POST /v1/chat/completions      ``apis/chat.py``       (the ARC path's own form)
+    messages   POST /v1/messages              ``apis/messages.py``   (Anthropic; Claude Code)
+               POST /v1/messages/count_tokens
+    responses  POST /v1/responses             ``apis/responses.py``  (OpenAI; Codex CLI,
+                                                                      openai-agents)
+
+Each adapter translates its API's request into a chat completion body, with vLLM's own
+converters where vLLM has them (so that, until ARC acts, the engine gets the prompt plain vLLM
+would build for that API), and ARC's answer (a chat completion, or its stream of chunks) back
+into the API's own form; everything between (sessions, compaction, the view, the recall loop,
+streaming hold-back) is ``serving/chat.py`` and ``serving/chat_stream.py``, once. The route in
+front of vLLM's own (``serving/api_route.py``) finds the session: one the request names, one
+its API continues by reference (``previous_response_id``), the client's own conversation id
+(``serving/conversation_keys.py``), or its conversation's fingerprints.
+
+    class MessagesAPI(ConversationAPI): name = "messages"; paths = ("/v1/messages",) ...
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, AsyncIterator
+
+from fastapi.responses import JSONResponse
+from pydantic import ValidationError
+
+from arc_vllm.serving.sessions import SessionError
+
+
+class Declined(Exception):
+    """A request ARC does not take (content it cannot archive, several choices): with no
+    session named, plain vLLM serves it exactly as without ``--arc``."""
+
+
+@dataclass
+class Translation:
+    """One request in the ARC path's form, and what its adapter needs to answer it."""
+
+    chat: dict                       # the chat completion body ARC runs
+    request: Any = None              # the API's own parsed request
+    session: str | None = None       # the session the API's own reference names (previous_response_id)
+    extra: dict = field(default_factory=dict)
+
+
+class ConversationAPI:
+    """An API's adapter. ``translate`` raises ``SessionError`` (a 4xx in the API's error form)
+    for a bad body and ``Declined`` for a request plain vLLM should serve."""
+
+    name: str
+    paths: tuple[str, ...]
+    reads = False  # a read-only route (``read``) rather than a conversation step
+
+    def declines(self, body: dict) -> None:
+        """Raises ``Declined`` for a request ARC leaves to vLLM when it names no session."""
+
+    async def translate(self, body: dict, app, headers: dict[str, str]) -> Translation:
+        raise NotImplementedError
+
+    def bind(self, translation: Translation, session) -> None:
+        """The request's session is known (and held): what the translation needs of it."""
+
+    def answer(self, translation: Translation, response: dict, app) -> dict:
+        """The API's answer from ARC's chat completion (``response["arc"]`` is ARC's figures)."""
+        raise NotImplementedError
+
+    def stream(self, translation: Translation, events: AsyncIterator[str], app) -> AsyncIterator[str]:
+        """The API's events from ARC's stream of chat completion chunks."""
+        raise NotImplementedError
+
+    async def read(self, body: dict, app, session) -> dict:
+        """A read-only route's answer (``reads``); ``session`` is the one named, or None."""
+        raise NotImplementedError
+
+    def error(self, message: str, status: int, kind: str = "invalid_request_error") -> JSONResponse:
+        return JSONResponse({"error": {"message": message, "type": kind, "code": status}}, status)
+
+
+def check_results(messages: list[dict], result: str, call: str) -> None:
+    """Every tool result answers a call made before it, as the Anthropic and OpenAI APIs
+    require (``result``/``call``: what the API calls them, for the message); a 400 naming the
+    id otherwise. vLLM passes such a result on; ARC would archive it under a call it invents."""
+    called = set()
+    for message in messages:
+        for tool_call in message.get("tool_calls") or [] if message.get("role") == "assistant" else []:
+            called.add(tool_call.get("id"))
+        if message.get("role") == "tool" and message.get("tool_call_id") not in called:
+            raise SessionError(f"{result} for {call} {message.get('tool_call_id')!r}: no {call} of that id "
+                               "comes before it in the conversation")
+
+
+def parsed(model, body: dict):
+    """``body`` as vLLM's request ``model``; a ``SessionError`` (400) naming the first problems."""
+    try:
+        return model.model_validate(body)
+    except ValidationError as error:
+        problems = "; ".join(f"{'.'.join(str(part) for part in problem['loc']) or 'body'}: {problem['msg']}"
+                             for problem in error.errors()[:5])
+        raise SessionError(f"request: {problems}") from None

@@ -1,0 +1,167 @@
+"""The Anthropic Messages API (``POST /v1/messages``, ``?beta=true`` too; Claude Code) on the
+ARC path, through vLLM's own converters (``entrypoints/anthropic/serving.py``):
+
+    request   ``AnthropicMessagesRequest`` -> ``to_chat_completion_request`` (vLLM's: the system
+              blocks, ``tool_use``/``tool_result`` as tool calls and ``role: tool`` messages,
+              ``thinking`` as the assistant's ``reasoning``, ``cache_control`` dropped, Claude
+              Code's billing header stripped) -> the chat body ARC runs. So until ARC acts the
+              engine gets exactly the prompt plain vLLM builds for this request.
+    answer    ``messages_full_converter`` (non-streamed) / ``message_stream_converter``
+              (``message_start``, ``content_block_*``, ``message_delta``, ``message_stop``) over
+              ARC's chat answer; ARC's own tool calls never reach them. ``arc`` rides the
+              message (non-streamed) or the ``message_delta`` event.
+    errors    Anthropic's form: ``{"type": "error", "error": {"type", "message"}}``.
+
+``POST /v1/messages/count_tokens`` (``count_tokens``) answers for the view ARC would send for
+this conversation (``input_tokens``), with the conversation as sent in
+``context_management.original_input_tokens``: a client that decides from the count when to
+run its own lossy compaction (Claude Code's auto-compact) sees what the model will get.
+"""
+
+from __future__ import annotations
+
+import json
+
+from fastapi.responses import JSONResponse
+
+from arc_vllm.serving.apis import ConversationAPI, Declined, Translation, check_results, parsed
+from arc_vllm.serving.chat import check_body, preview_tokens
+from arc_vllm.serving.conversation_keys import MESSAGES
+from arc_vllm.serving.sessions import Session, SessionError
+
+ERROR_TYPES = {400: "invalid_request_error", 401: "authentication_error", 403: "permission_error",
+               404: "not_found_error", 409: "invalid_request_error", 410: "not_found_error",
+               413: "request_too_large", 429: "rate_limit_error", 503: "overloaded_error"}
+NOT_ARCS = ("image", "document", "search_result", "container_upload")  # content ARC cannot archive
+
+
+def handler_of(app):
+    handler = getattr(app.state, "anthropic_serving_messages", None)
+    if handler is None:
+        raise Declined("this model serves no Messages API")
+    return handler
+
+
+async def to_chat(handler, request) -> dict:
+    """The chat body of an Anthropic request, as vLLM converts it."""
+    effort = "none"
+    if request.thinking is not None and request.thinking.type == "disabled":
+        effort = await handler._get_disabled_thinking_effort()
+    try:
+        chat = handler.to_chat_completion_request(request, merge_inline_system=handler._merge_inline_system,
+                                                  disabled_thinking_effort=effort)
+    except (ValueError, TypeError, KeyError, AttributeError) as error:  # a block vLLM cannot read
+        raise SessionError(f"messages: not a request vLLM can convert ({type(error).__name__}: {error})") from None
+    body = {key: value for key, value in chat.model_dump(exclude_unset=True, exclude={"messages", "tools"}).items()
+            if value is not None}
+    body["messages"] = list(chat.messages)
+    if chat.tools:
+        body["tools"] = [tool.model_dump(exclude_none=True) for tool in chat.tools]
+    return body
+
+
+class MessagesAPI(ConversationAPI):
+    name = MESSAGES
+    paths = ("/v1/messages",)
+
+    def declines(self, body: dict) -> None:
+        for message in body.get("messages") or []:
+            content = message.get("content") if isinstance(message, dict) else None
+            for block in content if isinstance(content, list) else []:
+                inner = block.get("content") if isinstance(block, dict) else None
+                for part in [block] + (inner if isinstance(inner, list) else []):
+                    if isinstance(part, dict) and part.get("type") in NOT_ARCS:
+                        raise Declined(f"{part['type']} content")
+
+    async def translate(self, body: dict, app, headers: dict[str, str]) -> Translation:
+        from vllm.entrypoints.anthropic.protocol import AnthropicMessagesRequest
+
+        handler = handler_of(app)
+        request = parsed(AnthropicMessagesRequest, body)
+        chat = await to_chat(handler, request)
+        check_body(chat)
+        check_results(chat["messages"], "tool_result", "tool_use_id")
+        return Translation(chat, request)
+
+    def answer(self, translation: Translation, response: dict, app) -> dict:
+        from vllm.entrypoints.openai.chat_completion.protocol import ChatCompletionResponse
+
+        arc = response.pop("arc")
+        message = handler_of(app).messages_full_converter(ChatCompletionResponse.model_validate(response))
+        return {**message.model_dump(exclude_none=True), "arc": arc}
+
+    async def stream(self, translation: Translation, events, app):
+        """vLLM's converter over ARC's chunks; ``arc`` moved from the last chunk to
+        ``message_delta``, and an error after the first event sent as Anthropic's ``error``."""
+        seen: dict = {}
+
+        async def chunks():
+            async for event in events:
+                payload = event[6:].strip() if event.startswith("data: ") else ""
+                if payload and payload != "[DONE]":
+                    data = json.loads(payload)
+                    if "error" in data:  # the engine failed mid-stream: the converter stops here
+                        seen["error"] = data["error"]
+                        return
+                    if "arc" in data:
+                        seen["arc"] = data.pop("arc")
+                        event = f"data: {json.dumps(data, ensure_ascii=False)}\n\n"
+                yield event
+
+        async for event in handler_of(app).message_stream_converter(chunks()):
+            if event.startswith("event: message_delta\n") and "arc" in seen:
+                head, _, data = event.partition("data: ")
+                data = json.dumps({**json.loads(data), "arc": seen["arc"]}, ensure_ascii=False, separators=(",", ":"))
+                event = f"{head}data: {data}\n\n"
+            yield event
+        if "error" in seen:
+            error = seen["error"]
+            yield sse_error(str(error.get("message", error)), int(error.get("code") or 500))
+
+    def error(self, message: str, status: int, kind: str | None = None) -> JSONResponse:
+        return JSONResponse(error_body(message, status), status)
+
+
+def error_body(message: str, status: int) -> dict:
+    return {"type": "error", "error": {"type": ERROR_TYPES.get(status, "api_error"), "message": message}}
+
+
+def sse_error(message: str, status: int) -> str:
+    return f"event: error\ndata: {json.dumps(error_body(message, status), ensure_ascii=False)}\n\n"
+
+
+class CountTokensAPI(MessagesAPI):
+    """``POST /v1/messages/count_tokens``: a read, answered for the view ARC would send."""
+
+    paths = ("/v1/messages/count_tokens",)
+    reads = True
+
+    async def read(self, body: dict, app, session) -> dict:
+        """The tokens of the view ARC would send for this conversation (what the model gets:
+        the conversation itself while it fits in L, else the bounded view), and the
+        conversation's own count as ``context_management.original_input_tokens``. Nothing is
+        stored: the view is rendered in a throwaway session with ``session``'s budgets (or
+        the server's), over the same counter."""
+        from vllm.entrypoints.anthropic.protocol import AnthropicCountTokensRequest
+        from vllm.entrypoints.openai.chat_completion.protocol import ChatCompletionRequest
+        from vllm.exceptions import VLLMClientError
+
+        handler = handler_of(app)
+        request = parsed(AnthropicCountTokensRequest, body)
+        chat = await to_chat(handler, request)
+        check_body(chat)
+        manager = app.state.arc_sessions
+        try:
+            conversation = (await handler.count_tokens(request, None)).input_tokens
+        except (ValueError, VLLMClientError):  # vLLM does not count past its window
+            conversation = None
+        config = session.config if session is not None else manager.config(None)
+        tokens = conversation
+        if conversation is None or conversation > config.input_budget_tokens:  # ARC acts: a bounded view
+            try:
+                tokens, counted = preview_tokens(chat, Session("sess_count", config, manager.counter, None),
+                                                 ChatCompletionRequest)
+            except ValueError as error:
+                raise SessionError(str(error)) from None
+            conversation = counted if conversation is None else conversation
+        return {"input_tokens": tokens, "context_management": {"original_input_tokens": conversation}}

@@ -1,0 +1,311 @@
+"""The OpenAI Responses API (``POST /v1/responses``; Codex CLI, openai-agents' default model) on
+the ARC path, through vLLM's own converters (``entrypoints/openai/responses/``):
+
+    request   ``ResponsesRequest`` -> chat messages as vLLM builds them for this API
+              (``construct_input_messages``: ``instructions`` as the system message, ``message``
+              items of every role as sent, ``function_call``/``function_call_output`` as tool
+              calls and ``role: tool`` messages, ``reasoning`` items as the assistant's
+              ``reasoning``, encrypted ones refused as vLLM refuses them) and its function
+              tools (``construct_tool_dicts``) -> the chat body ARC runs, with the sampling
+              fields the two requests share and ``max_output_tokens`` as ``max_tokens``.
+    answer    ``build_response_output_items`` and ``ResponsesResponse.from_request`` (non-streamed);
+              vLLM's own event processor for the simple path (``response.created``,
+              ``response.in_progress``, ``response.output_item.*``, ``response.content_part.*``,
+              ``response.output_text.delta``, ``response.function_call_arguments.*``, ...,
+              ``response.completed``) over ARC's chunks. ``arc`` rides the response (non-streamed)
+              or the response of ``response.completed``.
+
+Both ways of continuing a conversation continue one ARC session: ``store: false`` with the
+whole input each turn (Codex: found by its ``prompt_cache_key``), and ``previous_response_id``
+naming a response ARC gave. ARC's response ids name their session and request
+(``resp_<session>_<request>_<random>``), so any process serving the session (another API
+server, a Ray replica, the same server after a restart) continues it: the session takes the
+new items in after its last answer. A ``previous_response_id`` ARC did not give is plain
+vLLM's to serve (its store, or its 404); one of an earlier response of the session than its
+last is a 404 (ARC keeps no branches). Responses are kept in vLLM's own store as vLLM keeps them (``store: true`` with
+``VLLM_ENABLE_RESPONSES_API_STORE=1``), so ``GET /v1/responses/{id}`` answers as it does
+without ARC.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import secrets
+import time
+
+from arc_vllm.serving.apis import ConversationAPI, Declined, Translation, check_results, parsed
+from arc_vllm.serving.chat import check_body
+from arc_vllm.serving.conversation_keys import RESPONSES
+from arc_vllm.serving.sessions import SessionError
+
+# Fields a Responses request and a chat completion request share, with one meaning.
+SHARED_FIELDS = ("temperature", "top_p", "top_k", "min_p", "repetition_penalty", "presence_penalty",
+                 "frequency_penalty", "seed", "stop", "stop_token_ids", "ignore_eos", "logit_bias",
+                 "skip_special_tokens", "include_stop_str_in_output", "vllm_xargs", "cache_salt",
+                 "priority", "chat_template_kwargs", "parallel_tool_calls", "user",
+                 "structured_outputs", "include_reasoning", "kv_transfer_params", "ec_transfer_params")
+ARC_RESPONSE = re.compile(r"^resp_(sess_[0-9a-f]+)_([0-9]+)_[0-9a-f]+$")
+NOT_ARCS = ("input_image", "input_file", "input_audio", "computer_call", "computer_call_output",
+            "image_generation_call", "mcp_call", "mcp_list_tools", "mcp_approval_request",
+            "mcp_approval_response", "item_reference")
+
+
+def handler_of(app):
+    handler = getattr(app.state, "openai_serving_responses", None)
+    if handler is None or handler.use_harmony:  # no Responses API, or gpt-oss's harmony path
+        raise Declined("ARC takes the Responses API of chat-template models")
+    return handler
+
+
+def tool_choice_of(choice):
+    """A Responses ``tool_choice`` in chat form."""
+    if isinstance(choice, str):
+        return choice
+    name = getattr(choice, "name", None)
+    if getattr(choice, "type", None) == "function" and name:
+        return {"type": "function", "function": {"name": name}}
+    return None
+
+
+def response_format_of(text) -> dict | None:
+    """``text.format`` in chat form (``response_format``)."""
+    form = getattr(text, "format", None)
+    kind = getattr(form, "type", None)
+    if kind == "json_object":
+        return {"type": "json_object"}
+    if kind == "json_schema":
+        return {"type": "json_schema", "json_schema": {
+            "name": form.name, "schema": getattr(form, "schema_", None) or getattr(form, "schema", None),
+            "strict": getattr(form, "strict", None)}}
+    return None
+
+
+class ResponsesAPI(ConversationAPI):
+    name = RESPONSES
+    paths = ("/v1/responses",)
+
+    def declines(self, body: dict) -> None:
+        items = body.get("input") if isinstance(body.get("input"), list) else []
+        for item in items:
+            content = item.get("content") if isinstance(item, dict) else None
+            for part in [item] + (content if isinstance(content, list) else []):
+                if isinstance(part, dict) and part.get("type") in NOT_ARCS:
+                    raise Declined(f"{part['type']} input")
+        if body.get("background") or body.get("previous_input_messages"):
+            raise Declined("background responses and previous_input_messages are vLLM's")
+
+    async def translate(self, body: dict, app, headers: dict[str, str]) -> Translation:
+        from vllm.entrypoints.openai.responses.protocol import ResponsesRequest
+        from vllm.entrypoints.openai.responses.utils import (construct_chat_messages_with_tool_call,
+                                                             construct_input_messages, construct_tool_dicts)
+        from vllm.exceptions import VLLMValidationError
+
+        handler = handler_of(app)
+        request = parsed(ResponsesRequest, body)
+        if request.background:
+            raise SessionError("background: ARC sessions answer in the request (background: false)")
+        session, extra = None, {"created": int(time.time())}
+        try:
+            if request.previous_response_id is not None:
+                ours = ARC_RESPONSE.match(request.previous_response_id)
+                if ours is None:
+                    raise Declined("a response ARC did not give")
+                session, extra["after"] = ours.group(1), int(ours.group(2))
+                messages = []  # ``bind``: the session's last answer, then what follows it
+                construct_chat_messages_with_tool_call(input_items(request.input))  # refused here if bad
+            else:
+                messages = construct_input_messages(request_instructions=request.instructions,
+                                                    request_input=request.input)
+        except VLLMValidationError as error:
+            raise SessionError(f"input: {error}") from None
+        chat = {"model": request.model, "messages": [dict(message) for message in messages],
+                "stream": bool(request.stream)}
+        tools = construct_tool_dicts(request.tools, request.tool_choice,
+                                     exclude_tools_when_tool_choice_none=getattr(
+                                         handler.online_renderer, "exclude_tools_when_tool_choice_none", False))
+        if tools:
+            chat["tools"] = tools
+            if (choice := tool_choice_of(request.tool_choice)) is not None:
+                chat["tool_choice"] = choice
+        chat.update({name: getattr(request, name) for name in SHARED_FIELDS
+                     if name in request.model_fields_set and getattr(request, name) is not None})
+        if request.max_output_tokens is not None:
+            chat["max_tokens"] = request.max_output_tokens
+        if (form := response_format_of(request.text)) is not None:
+            chat["response_format"] = form
+        if request.reasoning is not None and getattr(request.reasoning, "effort", None):
+            chat["reasoning_effort"] = request.reasoning.effort
+        if chat["stream"]:
+            chat["stream_options"] = {"include_usage": True}
+        if "after" not in extra:  # a continuation's messages are checked once ``bind`` has them
+            check_body(chat)
+            check_results(chat["messages"], "function_call_output", "call_id")
+        return Translation(chat, request, session, extra)
+
+    def bind(self, translation: Translation, session) -> None:
+        request = translation.request
+        after = translation.extra.get("after")
+        if after is not None:
+            if after != session.num_requests or session.last_answer is None:
+                raise SessionError(f"previous_response_id {request.previous_response_id!r}: ARC continues "
+                                   f"session {session.id} after its last response only (request "
+                                   f"{session.num_requests}); send the whole input to branch", 404)
+            # The answer as the items a client would echo, then the new ones, converted
+            # together as vLLM converts a whole input (a function call after the answer's text
+            # joins its message): the session appends them (``Session.take_in``), and the same
+            # conversation sent whole later extends it.
+            from vllm.entrypoints.openai.responses.utils import construct_chat_messages_with_tool_call
+
+            items = answer_items(session.last_answer) + input_items(request.input)
+            translation.chat["messages"] = [dict(message) for message in construct_chat_messages_with_tool_call(items)]
+            check_body(translation.chat)
+            check_results(translation.chat["messages"], "function_call_output", "call_id")
+        if "request_id" not in request.model_fields_set:  # the id names the session and request
+            request.request_id = f"resp_{session.id}_{session.num_requests + 1}_{secrets.token_hex(8)}"
+
+    def response(self, translation: Translation, app, *, output, status, usage, granted, model):
+        """vLLM's ``ResponsesResponse`` for this request."""
+        from vllm.entrypoints.openai.responses.protocol import ResponsesResponse
+
+        handler = handler_of(app)
+        request = translation.request
+        sampling = request.to_sampling_params(max(1, granted or 1), handler.default_sampling_params)
+        return ResponsesResponse.from_request(request, sampling, model_name=model,
+                                              created_time=translation.extra["created"],
+                                              output=output, status=status, usage=usage)
+
+    def answer(self, translation: Translation, response: dict, app) -> dict:
+        arc = response.pop("arc")
+        [choice] = response["choices"]
+        message = choice["message"]
+        output = output_items(message, translation.request.tools)
+        final = self.response(translation, app, output=output, usage=usage_of(response.get("usage")),
+                              status="incomplete" if choice.get("finish_reason") == "length" else "completed",
+                              granted=arc["max_tokens"], model=response["model"])
+        self.keep(translation, final, app)
+        return {**final.model_dump(mode="json", by_alias=True), "arc": arc}
+
+    def keep(self, translation: Translation, final, app) -> None:
+        """Where vLLM keeps responses (``store: true`` with its store on), in vLLM's store, so
+        ``GET /v1/responses/{id}`` finds it."""
+        handler = handler_of(app)
+        if translation.request.store and handler.enable_store:
+            handler.response_store[final.id] = final
+
+    async def stream(self, translation: Translation, events, app):
+        from vllm.entrypoints.generate.base.protocol import DeltaFunctionCall, DeltaMessage, DeltaToolCall
+        from vllm.entrypoints.openai.responses.streaming_events import (SimpleStreamingEventProcessor,
+                                                                        split_delta)
+
+        request = translation.request
+        processor = SimpleStreamingEventProcessor(tools=request.tools)
+        numbered = Numbered()
+        model, usage, arc, finish = request.model, None, None, None
+        started = False
+        async for block in events:
+            payload = block[6:].strip() if block.startswith("data: ") else ""
+            if not payload or payload == "[DONE]":
+                continue
+            data = json.loads(payload)
+            if "error" in data:  # the engine failed after the first event
+                error = data["error"]
+                yield numbered.event({"type": "error", "code": str(error.get("code") or "engine_error"),
+                                      "message": str(error.get("message", error)), "param": None})
+                return
+            model = data.get("model", model)
+            if not started:  # the first event goes out at once, as vLLM's
+                started = True
+                initial = self.response(translation, app, output=[], status="in_progress", usage=None,
+                                        granted=None, model=model).model_dump(mode="json", by_alias=True)
+                yield numbered.event({"type": "response.created", "response": initial})
+                yield numbered.event({"type": "response.in_progress", "response": initial})
+            arc = data.get("arc", arc)
+            usage = data.get("usage") or usage
+            for choice in data.get("choices") or []:
+                finish = choice.get("finish_reason") or finish
+                delta = choice.get("delta") or {}
+                calls = []
+                for piece in delta.get("tool_calls") or []:
+                    function = piece.get("function") or {}
+                    calls.append(DeltaToolCall(id=piece.get("id"), type="function", index=piece.get("index", 0),
+                                               function=DeltaFunctionCall(name=function.get("name"),
+                                                                          arguments=function.get("arguments"))))
+                message = DeltaMessage(content=delta.get("content") or None, reasoning=delta.get("reasoning"),
+                                       tool_calls=calls)
+                for piece in split_delta(message):
+                    target, call = processor.resolve_target_state(piece)
+                    if target.name == "NONE":
+                        continue
+                    if processor.needs_transition(target, call):
+                        for event in processor.close_current() + processor.open(target, call):
+                            yield numbered.model(event)
+                    for event in processor.emit_delta(piece, None, None):
+                        yield numbered.model(event)
+        for event in processor.close_current():
+            yield numbered.model(event)
+        final = self.response(translation, app, output=processor.output_items, usage=usage_of(usage),
+                              status="incomplete" if finish == "length" else "completed",
+                              granted=(arc or {}).get("max_tokens"), model=model)
+        self.keep(translation, final, app)
+        completed = {**final.model_dump(mode="json", by_alias=True), **({"arc": arc} if arc else {})}
+        yield numbered.event({"type": "response.completed", "response": completed})
+
+
+class Numbered:
+    """Server-sent Responses events, numbered in order (``sequence_number``)."""
+
+    def __init__(self):
+        self.next = 0
+
+    def event(self, data: dict) -> str:
+        data = {**data, "sequence_number": self.next}
+        self.next += 1
+        return f"event: {data['type']}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n"
+
+    def model(self, event) -> str:
+        return self.event(event.model_dump(mode="json", by_alias=True))
+
+
+def input_items(given) -> list:
+    """A request's ``input`` as a list of items (a string is one user message)."""
+    return [{"role": "user", "content": given}] if isinstance(given, str) else list(given)
+
+
+def answer_items(answer: dict) -> list[dict]:
+    """A chat answer as the Responses items a client echoes back: its reasoning, its text,
+    its function calls (the order ``build_response_output_items`` gives them)."""
+    items: list[dict] = []
+    if answer.get("reasoning"):
+        items.append({"type": "reasoning", "id": "rs_arc", "summary": [],
+                      "content": [{"type": "reasoning_text", "text": answer["reasoning"]}]})
+    if answer.get("content"):
+        items.append({"role": "assistant", "content": answer["content"]})
+    for call in answer.get("tool_calls") or []:
+        items.append({"type": "function_call", "call_id": call["id"], "name": call["function"]["name"],
+                      "arguments": call["function"]["arguments"]})
+    return items
+
+
+def output_items(message: dict, tools) -> list:
+    """The Responses output items of ARC's final chat message (vLLM's builder)."""
+    from vllm.entrypoints.generate.base.protocol import FunctionCall
+    from vllm.entrypoints.openai.responses.utils import build_response_output_items
+
+    calls = [FunctionCall(id=call["id"], name=call["function"]["name"], arguments=call["function"]["arguments"])
+             for call in message.get("tool_calls") or []]
+    return build_response_output_items(message.get("reasoning"), message.get("content"), calls, tools=tools)
+
+
+def usage_of(usage: dict | None):
+    """A chat completion's usage as the Responses API's."""
+    from vllm.entrypoints.openai.responses.protocol import (InputTokensDetails, OutputTokensDetails,
+                                                            ResponseUsage)
+
+    if not usage:
+        return None
+    prompt, completion = usage.get("prompt_tokens") or 0, usage.get("completion_tokens") or 0
+    cached = (usage.get("prompt_tokens_details") or {}).get("cached_tokens") or 0
+    return ResponseUsage(input_tokens=prompt, output_tokens=completion, total_tokens=prompt + completion,
+                         input_tokens_details=InputTokensDetails(cached_tokens=cached, cache_write_tokens=0),
+                         output_tokens_details=OutputTokensDetails())
