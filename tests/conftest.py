@@ -70,3 +70,21 @@ def tiny_engine():
     backend = VllmBackend(str(prepare_tiny()), context_window=2048)
     yield backend
     backend.close()
+
+
+@pytest.fixture(scope="session")
+def arc_server():
+    """ARC on the tiny model (4,096 tokens), shared by every test module that asks for it."""
+    from tests.helpers.servers import _started, shared
+
+    yield shared("arc")
+    _started.pop("arc").stop()
+
+
+@pytest.fixture(scope="session")
+def plain_server():
+    """Plain vLLM (no --arc) on the tiny model with the same template and tool parser."""
+    from tests.helpers.servers import _started, shared
+
+    yield shared("plain")
+    _started.pop("plain").stop()

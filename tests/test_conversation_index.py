@@ -1,8 +1,9 @@
-"""Implicit sessions' index (``serving/conversation_index.py``) and the Ray front's routing key
-for a request that names no session (``serving/ray_serve.session_of``), as properties over
-random conversations (hypothesis): a conversation is found from any longer resend of it, by
-the same caller only; a diverging history is not; every request of one conversation routes
-to one key.
+"""Implicit sessions' index (``serving/conversation_index.py``), the wire keys clients send
+(``serving/conversation_keys.py``) and the Ray front's routing key for a request that names no
+session (``serving/ray_serve.session_of``), as properties over random conversations
+(hypothesis): a conversation is found from any longer resend of it, by the same caller only;
+a diverging history is not, except under the client's own conversation id with the same first
+message (a rewrite); every request of one conversation routes to one key, on every API.
 
     pytest tests/test_conversation_index.py
 """
@@ -13,7 +14,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from arc_vllm.core.transcript import fingerprint
-from arc_vllm.serving.conversation_index import ConversationIndex, caller_of
+from arc_vllm.serving.conversation_index import ConversationIndex, client_scope
+from arc_vllm.serving.conversation_keys import CHAT, RESPONSES, caller_of, conversation_of
+from arc_vllm.serving.conversation_keys import MESSAGES as MESSAGES_API
 from arc_vllm.serving.ray_serve import session_of
 
 MESSAGES = st.lists(st.fixed_dictionaries({"role": st.sampled_from(["user", "assistant", "tool"]),
@@ -23,11 +26,12 @@ MESSAGES = st.lists(st.fixed_dictionaries({"role": st.sampled_from(["user", "ass
 @given(MESSAGES, MESSAGES, st.text(max_size=5))
 def test_a_conversation_is_found_from_its_resends_by_its_caller_only(recorded, more, key):
     index = ConversationIndex()
-    caller = caller_of(f"Bearer {key}", None)
+    caller = caller_of({"authorization": f"Bearer {key}"}, None)
     index.remember("sess_a", caller, [fingerprint(message) for message in recorded])
     assert index.find(caller, recorded + more) == "sess_a"
-    assert index.find(caller_of(f"Bearer {key}x", None), recorded + more) is None
-    assert index.find(caller_of(f"Bearer {key}", "someone"), recorded + more) is None
+    assert index.find(caller_of({"authorization": f"Bearer {key}x"}, None), recorded + more) is None
+    assert index.find(caller_of({"authorization": f"Bearer {key}"}, {"user": "someone"}), recorded + more) is None
+    assert index.find(caller_of({"x-api-key": f"Bearer {key}x"}, None), recorded + more) is None
     edited = [dict(recorded[0], content=recorded[0]["content"] + "!")] + recorded[1:]
     assert index.find(caller, edited + more) is None
     index.remember("sess_a", caller, [fingerprint(message) for message in recorded + more])
@@ -48,3 +52,56 @@ def test_every_request_of_one_conversation_routes_to_one_key(first, more):
     named = {"messages": first, "vllm_xargs": {"arc_session": "sess_x"}}
     assert session_of("/v1/chat/completions", headers, json.dumps(named).encode()) == "sess_x"
     assert session_of("/v1/chat/completions", {"x-arc-session": "sess_y"}, json.dumps({"messages": first}).encode()) == "sess_y"
+
+
+@given(MESSAGES, MESSAGES, st.text(min_size=1, max_size=8))
+def test_under_the_clients_own_id_a_rewritten_history_finds_its_session(recorded, other, conversation):
+    """Claude Code's /compact keeps its session id and its system prompt and rewrites the
+    rest: the same session. Another first message under the id is another conversation (a side
+    request); the id never reaches across callers or out of its scope."""
+    index = ConversationIndex()
+    caller = caller_of({"x-api-key": "k"}, None)
+    scope = client_scope(caller, conversation)
+    index.remember("sess_a", scope, [fingerprint(message) for message in recorded])
+    rewritten = recorded[:1] + [dict(message, content=message["content"] + "!") for message in other]
+    assert index.find_rewritten(scope, rewritten) == "sess_a"
+    assert index.find(caller, recorded) is None and index.find_rewritten(caller, rewritten) is None
+    assert index.find_rewritten(client_scope(caller_of({"x-api-key": "j"}, None), conversation), rewritten) is None
+    elsewhere = [dict(recorded[0], content=recorded[0]["content"] + "?")] + recorded[1:]
+    assert index.find_rewritten(scope, elsewhere) is None
+    index.forget("sess_a")
+    assert index.find(scope, recorded) is None and index.find_rewritten(scope, recorded) is None and len(index) == 0
+
+
+def test_each_api_names_its_conversation_where_its_clients_do():
+    claude = {"x-claude-code-session-id": "17557aab"}
+    user_id = json.dumps({"device_id": "d", "account_uuid": "", "session_id": "17557aab"})
+    assert conversation_of(MESSAGES_API, claude, {}) == "17557aab"
+    assert conversation_of(MESSAGES_API, {}, {"metadata": {"user_id": user_id}}) == "17557aab"
+    assert conversation_of(MESSAGES_API, {}, {"metadata": {"user_id": "user_42"}}) is None  # a person
+    assert conversation_of(RESPONSES, {"session-id": "t2"}, {"prompt_cache_key": "t1"}) == "t1"
+    assert conversation_of(RESPONSES, {"session-id": "t2"}, {}) == "t2"
+    assert conversation_of(CHAT, {"x-session-id": "v"}, {}) == "v"  # vLLM's own session identity
+    assert conversation_of(CHAT, {}, {"vllm_xargs": {"session_id": "x"}}) == "x"
+    assert conversation_of(CHAT, {}, {"user": "u", "safety_identifier": "s"}) is None
+    assert conversation_of(RESPONSES, {}, {"prompt_cache_key": "k" * 600}) is None
+    # user and safety_identifier scope the caller: never the same caller
+    assert len({caller_of({}, {"user": "u"}), caller_of({}, {"safety_identifier": "u"}), caller_of({}, {})}) == 3
+
+
+@given(MESSAGES, MESSAGES)
+def test_every_request_of_a_conversation_routes_to_one_key_on_every_api(first, more):
+    headers = {"x-api-key": "k"}
+
+    def key(path, **body):
+        return session_of(path, headers, json.dumps(body).encode())
+
+    marked = [dict(message, content=[{"type": "text", "text": message["content"], "cache_control": {"type": "ephemeral"}}])
+              for message in first]
+    plain = [dict(message, content=[{"type": "text", "text": message["content"]}]) for message in first]
+    # Claude Code moves its cache_control marks from turn to turn: one key all the same.
+    assert key("/v1/messages", system="s", messages=marked) == key("/v1/messages", system="s", messages=plain + more)
+    assert key("/v1/responses", input=first) == key("/v1/responses", input=first + more)
+    assert key("/v1/responses", input=first, prompt_cache_key="t") == key("/v1/responses", input=more or first, prompt_cache_key="t")
+    assert key("/v1/responses", input=more, previous_response_id="resp_sess_0a1b_3_ff") == "sess_0a1b"
+    assert key("/v1/messages", messages=first) != key("/v1/messages", messages=first, metadata={"user_id": json.dumps({"session_id": "c"})})

@@ -153,20 +153,58 @@ def test_until_arc_acts_a_conversation_costs_nothing(servers, explicit):
 
 
 def test_implicit_sessions_off_leaves_requests_naming_none_to_vllm():
-    from fastapi import FastAPI
+    """ARC's route in front of each conversational API hands vLLM's own route every request
+    naming no session while implicit sessions are off, and, while they are on, what ARC does
+    not take (several choices, image content), body intact."""
+    import asyncio
+    from types import SimpleNamespace
 
-    from arc_vllm.serving.routes import implicit_allowed
+    from arc_vllm.serving.api_route import ArcRoute
+    from arc_vllm.serving.apis import Declined
+    from arc_vllm.serving.apis.chat import ChatAPI
+    from arc_vllm.serving.apis.messages import MessagesAPI
+    from arc_vllm.serving.apis.responses import ResponsesAPI
 
-    app = FastAPI()
+    class Original:
+        def __init__(self):
+            self.bodies = []
+
+        async def handle(self, scope, receive, send):
+            self.bodies.append((await receive())["body"])
+
+    def send_through(route, body, implicit):
+        app = SimpleNamespace(state=SimpleNamespace(arc_implicit_sessions=implicit))
+        raw = json.dumps(body).encode()
+
+        async def receive():
+            return {"type": "http.request", "body": raw, "more_body": False}
+
+        async def send(message):
+            raise AssertionError("ARC answered a request it should have left to vLLM")
+
+        asyncio.run(route.handle({"type": "http", "method": "POST", "headers": [], "app": app}, receive, send))
+        return raw
+
     body = {"messages": [{"role": "user", "content": "hi"}]}
-    app.state.arc_implicit_sessions = False
-    assert not implicit_allowed(app, body)
-    app.state.arc_implicit_sessions = True
-    assert implicit_allowed(app, body)
-    # What ARC does not take, plain vLLM still serves: several choices, image parts.
-    assert not implicit_allowed(app, dict(body, n=2))
-    assert not implicit_allowed(app, {"messages": [{"role": "user", "content": [
-        {"type": "image_url", "image_url": {"url": "data:,"}}]}]})
+    for api in (ChatAPI(), MessagesAPI(), ResponsesAPI()):
+        original = Original()
+        raw = send_through(ArcRoute(original, api), body, implicit=False)
+        assert original.bodies == [raw]
+    # What ARC does not take, plain vLLM still serves: several choices, image content.
+    declined = [(ChatAPI(), dict(body, n=2)),
+                (ChatAPI(), {"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "data:,"}}]}]}),
+                (MessagesAPI(), {"messages": [{"role": "user", "content": [{"type": "image", "source": {}}]}]}),
+                (MessagesAPI(), {"messages": [{"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t",
+                                                                             "content": [{"type": "image", "source": {}}]}]}]}),
+                (ResponsesAPI(), {"input": [{"role": "user", "content": [{"type": "input_image", "image_url": "data:,"}]}]})]
+    for api, refused in declined:
+        with pytest.raises(Declined):
+            api.declines(refused)
+        original = Original()
+        send_through(ArcRoute(original, api), refused, implicit=True)
+        assert len(original.bodies) == 1
+    for api in (ChatAPI(), MessagesAPI(), ResponsesAPI()):
+        api.declines({"messages": body["messages"], "input": "hi"})  # text: ARC's
     assert parse(["--model", "m", "--arc", "--arc-implicit-sessions", "off"]).arc_implicit_sessions == "off"
     assert parse(["--model", "m", "--arc"]).arc_implicit_sessions == "on"
 

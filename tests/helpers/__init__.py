@@ -1,0 +1,1 @@
+"""Helpers shared by the tests (servers' extras, runners), importable as ``tests.helpers``."""

@@ -1,0 +1,45 @@
+"""Servers the tests share (one per pytest session, started when first asked for): ARC on the
+tiny random-weight model and plain vLLM beside it, both with the embedded model's tool-calling
+template, so a test can compare what ARC does with what vLLM does without it.
+
+    from tests.helpers.servers import shared
+    server = shared("arc")        # or "plain"; stopped when the pytest session ends
+"""
+
+from __future__ import annotations
+
+import atexit
+import tempfile
+from pathlib import Path
+
+from arc_vllm.model_prep import TOOLS_TEMPLATE, prepare_tiny
+from arc_vllm.serving.local import Server
+
+REPO = Path(__file__).resolve().parents[2]
+# vLLM keeps Responses API responses only with this (GET /v1/responses/{id}); off by default.
+STORE = {"VLLM_ENABLE_RESPONSES_API_STORE": "1"}
+KINDS = {
+    "arc": dict(extra=(), vllm_entry=False),
+    "plain": dict(extra=("--chat-template", str(TOOLS_TEMPLATE), "--enable-auto-tool-choice",
+                         "--tool-call-parser", "hermes", "--enable-prompt-tokens-details"), vllm_entry=True),
+}
+_started: dict[str, Server] = {}
+
+
+def shared(kind: str) -> Server:
+    """The tiny model's ``kind`` server (4,096 tokens), started on first use."""
+    if kind not in _started:
+        spec = KINDS[kind]
+        log = Path(tempfile.mkdtemp(prefix=f"arc-{kind}-")) / "server.log"
+        _started[kind] = Server(str(prepare_tiny()), log, *spec["extra"], vllm_entry=spec["vllm_entry"],
+                                env=STORE).wait()
+    return _started[kind]
+
+
+def stop_all() -> None:
+    for server in _started.values():
+        server.stop()
+    _started.clear()
+
+
+atexit.register(stop_all)  # also when pytest is interrupted
