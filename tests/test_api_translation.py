@@ -1,0 +1,199 @@
+"""The API adapters (``serving/apis/``) without a server: vLLM's own converters and event
+processors, the ARC path, and an engine that answers like vLLM's chat handler.
+
+- Over random Anthropic and Responses conversations (hypothesis: bodies of any size and
+  alphabet, thinking and reasoning, text and block contents, system messages inside the
+  conversation, cache_control marks), each request resending the whole conversation and
+  growing it past the window: every view the engine gets is within L in the embedded
+  model's real tokens, every observation comes back exactly, and the store's occurrence log
+  is the conversation's observations in order (the history rebuilds);
+- a command the model streams is served inside the server and never reaches an Anthropic or
+  a Responses client: their events are the API's own, in order, with ARC's figures riding
+  the last one.
+"""
+
+import asyncio
+import hashlib
+import json
+from types import SimpleNamespace
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from vllm.entrypoints.anthropic.serving import AnthropicServingMessages
+from vllm.entrypoints.openai.chat_completion.protocol import ChatCompletionRequest
+from vllm.entrypoints.openai.responses.serving import OpenAIServingResponses
+
+from arc_vllm.serving.apis.messages import MessagesAPI
+from arc_vllm.serving.apis.responses import ResponsesAPI
+from arc_vllm.serving.chat import complete
+from arc_vllm.serving.chat_stream import open_stream
+from arc_vllm.serving.session_manager import SessionManager
+from tests.histories import make_text
+
+pytestmark = pytest.mark.slow
+WINDOW = 4096
+
+
+class Engine:
+    """Answers like vLLM's chat handler: ``text`` (or, streamed, its pieces), one generation
+    per entry of ``generations`` in turn, then ``"done"``; records every request."""
+
+    def __init__(self, generations=()):
+        self.generations, self.requests = list(generations), []
+
+    async def create_chat_completion(self, request, raw_request):
+        self.requests.append(request)
+        text = self.generations.pop(0) if self.generations else "done"
+        usage = {"prompt_tokens": 100, "completion_tokens": 3, "total_tokens": 103,
+                 "prompt_tokens_details": {"cached_tokens": 0}}
+        if not request.stream:
+            from vllm.entrypoints.openai.chat_completion.protocol import ChatCompletionResponse
+
+            return ChatCompletionResponse.model_validate({
+                "id": "chatcmpl-1", "object": "chat.completion", "created": 0, "model": "m", "usage": usage,
+                "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}]})
+
+        async def events():
+            base = {"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 0, "model": "m"}
+            yield f"data: {json.dumps({**base, 'choices': [{'index': 0, 'delta': {'role': 'assistant', 'content': ''}}]})}\n\n"
+            for start in range(0, len(text), 3):
+                delta = {"content": text[start:start + 3]}
+                yield f"data: {json.dumps({**base, 'choices': [{'index': 0, 'delta': delta}]})}\n\n"
+            yield f"data: {json.dumps({**base, 'choices': [{'index': 0, 'delta': {}, 'finish_reason': 'stop'}]})}\n\n"
+            yield f"data: {json.dumps({**base, 'choices': [], 'usage': usage})}\n\n"
+            yield "data: [DONE]\n\n"
+        return events()
+
+
+def app_with(manager) -> SimpleNamespace:
+    """An app's state as the adapters read it: vLLM's own handlers (their converters use no
+    engine), and the sessions."""
+    anthropic = object.__new__(AnthropicServingMessages)
+    anthropic._merge_inline_system = False
+    responses = object.__new__(OpenAIServingResponses)
+    responses.use_harmony, responses.enable_store, responses.default_sampling_params = False, False, {}
+    responses.online_renderer = SimpleNamespace(exclude_tools_when_tool_choice_none=False)
+    return SimpleNamespace(state=SimpleNamespace(anthropic_serving_messages=anthropic,
+                                                 openai_serving_responses=responses, arc_sessions=manager))
+
+
+async def step(api, body: dict, app, session, engine):
+    translation = await api.translate(body, app, {})
+    api.bind(translation, session)
+    result = await complete(translation.chat, session, engine, None, ChatCompletionRequest, api=api.name)
+    return api.answer(translation, result, app)
+
+
+bodies = st.tuples(st.integers(0, 2**20), st.one_of(st.integers(0, 400), st.integers(1500, 9000)))
+turns = st.lists(st.tuples(bodies, st.booleans(), st.booleans()), min_size=6, max_size=16)
+
+
+@settings(max_examples=12)
+@given(turns)
+def test_anthropic_conversations_stay_within_the_window_and_come_back_exactly(smol, plan):
+    manager = SessionManager(smol, WINDOW, {})
+    session, engine, app = manager.create(), Engine(), app_with(manager)
+    messages = [{"role": "user", "content": [{"type": "text", "text": "Read everything.",
+                                              "cache_control": {"type": "ephemeral"}}]}]
+    observations = []
+    for index, ((seed, length), as_blocks, reminder) in enumerate(plan):
+        body = make_text(seed, length)
+        observations.append(body)
+        result = [{"type": "text", "text": body}] if as_blocks else body
+        messages += [{"role": "assistant", "content": [
+                         {"type": "thinking", "thinking": make_text(seed + 1, 40), "signature": f"s{index}"},
+                         {"type": "tool_use", "id": f"t{index}", "name": "cat", "input": {"n": index}}]},
+                     {"role": "user", "content": [{"type": "tool_result", "tool_use_id": f"t{index}", "content": result}]}]
+        if reminder:
+            messages.append({"role": "system", "content": "<system-reminder>go on</system-reminder>"})
+        answer = asyncio.run(step(MessagesAPI(), {"model": "m", "max_tokens": 16, "system": "Agent.",
+                                                  "messages": messages, "tools": [{"name": "cat", "input_schema": {"type": "object"}}]},
+                                  app, session, engine))
+        assert answer["type"] == "message" and answer["arc"]["session"] == session.id
+        messages += [{"role": "assistant", "content": answer["content"]}, {"role": "user", "content": "next"}]
+    check(smol, session, engine, observations)
+
+
+@settings(max_examples=12)
+@given(turns)
+def test_responses_conversations_stay_within_the_window_and_come_back_exactly(smol, plan):
+    manager = SessionManager(smol, WINDOW, {})
+    session, engine, app = manager.create(), Engine(), app_with(manager)
+    items = [{"role": "developer", "content": "Agent."}, {"role": "user", "content": [{"type": "input_text", "text": "Go."}]}]
+    observations, previous = [], None
+    for index, ((seed, length), continued, reasoning) in enumerate(plan):
+        body = make_text(seed, length)
+        observations.append(body)
+        new = ([{"type": "reasoning", "id": f"rs{index}", "summary": [],
+                 "content": [{"type": "reasoning_text", "text": "think"}]}] if reasoning else []) + [
+            {"type": "function_call", "call_id": f"c{index}", "name": "cat", "arguments": json.dumps({"n": index})},
+            {"type": "function_call_output", "call_id": f"c{index}", "output": body}]
+        items += new
+        request = {"model": "m", "max_output_tokens": 16, "tools": [{"type": "function", "name": "cat", "parameters": {}}]}
+        if continued and previous:  # only what follows the previous response
+            request.update(input=new, previous_response_id=previous)
+        else:
+            request.update(input=items, store=False)
+        answer = asyncio.run(step(ResponsesAPI(), request, app, session, engine))
+        assert answer["object"] == "response" and answer["arc"]["session"] == session.id
+        previous = answer["id"]
+        items += [{"role": "assistant", "content": answer["output"][0]["content"][0]["text"]}]
+    check(smol, session, engine, observations)
+    assert session.num_rebases == 0
+
+
+def check(smol, session, engine, observations):
+    budget = WINDOW - 512
+    if sum(map(len, observations)) > 40_000:  # well past the window: ARC acted
+        assert session.context.num_compactions > 0
+    for request in engine.requests:  # in the model's own tokens, its tools included
+        tools = [tool.model_dump() for tool in request.tools] if request.tools else None
+        assert smol.count_messages(request.messages, tools) <= budget
+    store = session.store  # the tool results, in order (user and system turns are stored too)
+    results = [store.get(id) for _, id in store.occurrences if store.get(id).signature.startswith("cat(")]
+    assert [record.content for record in results] == observations
+
+
+@pytest.mark.parametrize("api", [MessagesAPI(), ResponsesAPI()], ids=["messages", "responses"])
+def test_a_streamed_command_is_served_inside_and_never_reaches_the_client(smol, api):
+    manager = SessionManager(smol, WINDOW, {})
+    session, app = manager.create(), app_with(manager)
+    if api.name == "messages":
+        body = {"model": "m", "max_tokens": 16, "stream": True, "messages": [
+            {"role": "user", "content": "task"},
+            {"role": "assistant", "content": [{"type": "tool_use", "id": "t", "name": "cat", "input": {}}]},
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t", "content": "SECRET=42\n"}]}]}
+    else:
+        body = {"model": "m", "max_output_tokens": 16, "stream": True, "input": [
+            {"role": "user", "content": "task"},
+            {"type": "function_call", "call_id": "c", "name": "cat", "arguments": "{}"},
+            {"type": "function_call_output", "call_id": "c", "output": "SECRET=42\n"}]}
+
+    id = hashlib.sha1(b"cat({})\x1fSECRET=42\n").hexdigest()[:8]  # the id the store gives it
+    engine = Engine([f"_recall §{id}\n", "the answer"])
+
+    async def run():
+        translation = await api.translate(body, app, {})
+        api.bind(translation, session)
+        events = await open_stream(translation.chat, session, engine, None, ChatCompletionRequest, api=api.name)
+        return [event async for event in api.stream(translation, events, app)]
+
+    events = asyncio.run(run())
+    data = [json.loads(event.split("data: ", 1)[1]) for event in events]
+    text = "".join(item.get("delta", {}).get("text", "") if api.name == "messages" else item.get("delta", "")
+                   for item in data if item["type"] in ("content_block_delta", "response.output_text.delta"))
+    assert "_recall" not in "".join(events) and text == "the answer"
+    # The recalled text reached the model (its second call), not the client.
+    assert len(engine.requests) == 2 and "SECRET=42" in json.dumps(engine.requests[1].messages)
+    assert session.store.ids() == [id]
+    if api.name == "messages":
+        assert [item["type"] for item in data][0] == "message_start" and data[-1]["type"] == "message_stop"
+        [delta] = [item for item in data if item["type"] == "message_delta"]
+        arc = delta["arc"]
+    else:
+        assert data[0]["type"] == "response.created" and data[-1]["type"] == "response.completed"
+        assert [item["sequence_number"] for item in data] == list(range(len(data)))
+        arc = data[-1]["response"]["arc"]
+    assert arc["session"] == session.id
