@@ -5,7 +5,8 @@ Start the server (`make run`), then:  .venv/bin/python examples/agent_session.py
 The agent reads files through a `cat` tool. Every tool result goes to the server, which
 archives it in the session's store and shows the model a bounded view: old outputs become
 citation stubs (§id) that the model can take back with `_recall §id`, served inside the
-server. The script prints what ARC did on each turn.
+server. The client is plain: it names no session (ARC finds it by the conversation) and reads
+the one it got from the `X-ARC-Session` header. The script prints what ARC did on each turn.
 """
 
 import json
@@ -22,10 +23,6 @@ FILES["notes_2.txt"] = FILES["notes_2.txt"].replace("note 2.75: nothing unusual"
 
 client = OpenAI(base_url=f"{BASE}/v1", api_key="none")
 model = client.models.list().data[0].id
-request = urllib.request.Request(f"{BASE}/v1/arc/sessions", data=b"{}", method="POST",
-                                 headers={"Content-Type": "application/json"})
-session = json.loads(urllib.request.urlopen(request).read())["id"]
-print(f"session {session} on {model}")
 
 messages = [{"role": "system", "content": "You are a careful agent. Use the cat tool."},
             {"role": "user", "content": "Read every notes file, then tell me the key."}]
@@ -36,11 +33,10 @@ for turn, path in enumerate(sorted(FILES)):
             "function": {"name": "cat", "arguments": json.dumps({"path": path})}}
     messages.append({"role": "assistant", "content": f"I will read {path}.", "tool_calls": [call]})
     messages.append({"role": "tool", "tool_call_id": call["id"], "content": FILES[path]})
-    response = client.chat.completions.create(
-        model=model, messages=messages, max_tokens=40,
-        extra_body={"vllm_xargs": {"arc_session": session}})
+    raw = client.chat.completions.with_raw_response.create(model=model, messages=messages, max_tokens=40)
+    response, session = raw.parse(), raw.headers["X-ARC-Session"]
     arc = response.model_extra["arc"]
-    print(f"turn {turn}: conversation {arc['prompt_tokens_before_compaction']} tokens -> view "
+    print(f"turn {turn} (session {session}): conversation {arc['prompt_tokens_before_compaction']} tokens -> view "
           f"{arc['view_tokens']} (budget {arc['budget_tokens']}), compactions {arc['compactions']}, "
           f"recalls {arc['recalls']}, cached {arc['cached_prompt_tokens']}")
     messages.append({"role": "assistant", "content": response.choices[0].message.content or ""})

@@ -25,9 +25,11 @@ def session_info(base: str, session: str) -> dict:
         return json.loads(response.read())
 
 
-def options(doc: str, turns: int = 10) -> argparse.Namespace:
+def options(doc: str, turns: int = 10, flags: dict[str, str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=doc.split("\n")[0])
     parser.add_argument("--base-url", default="http://127.0.0.1:8000")
     parser.add_argument("--turns", type=int, default=turns, help="model calls or turns")
     parser.add_argument("--window", type=int, default=None, help="the session's context window")
+    for flag, help_text in (flags or {}).items():
+        parser.add_argument(flag, action="store_true", help=help_text)
     return parser.parse_args()

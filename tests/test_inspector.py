@@ -92,8 +92,14 @@ def test_chromium_dump_dom_shows_the_stub_ids_and_the_timeline(inspector):
     assert all(f'data-id="{oid}"' in dom for oid in ids)
     assert 'data-id="1f3a9c0d"' not in dom  # the example id in ARC's note stays text
     assert '<svg' in dom and 'class="point"' in dom
-    # The session list links the session.
-    assert f"?session={sid}" in dump_dom(f"{server.base}/v1/arc/ui")
+    # The session list links the session, with the APIs its requests came through and the
+    # client's own id for it: an Anthropic client's session too.
+    model = call(server.base, "GET", "/v1/models")[1]["data"][0]["id"]
+    status, _ = call(server.base, "POST", "/v1/messages", {"model": model, "max_tokens": 2, "messages": [
+        {"role": "user", "content": "hi"}]}, headers={"X-Claude-Code-Session-Id": "cc-listed"})
+    listing = dump_dom(f"{server.base}/v1/arc/ui")
+    assert status == 200 and f"?session={sid}" in listing
+    assert "<td>messages</td><td>cc-listed</td>" in listing and "<td>chat</td><td></td>" in listing
 
 
 def test_read_only_routes_answer_bad_input_with_a_clear_4xx(inspector):

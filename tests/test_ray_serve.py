@@ -57,6 +57,39 @@ def test_a_streamed_answer_streams_through_the_front(cluster):
     assert events[-2][1]["arc"]["session"] == sid and events[-2][1]["arc"]["replica"]
 
 
+def test_the_agent_apis_route_by_session_through_the_front(cluster):
+    """The Anthropic Messages API (Claude Code's session header) and the Responses API (its
+    prompt_cache_key, then previous_response_id), streamed and not: each conversation on one
+    replica, in one session, its events streamed through."""
+    import anthropic
+
+    client = OpenAI(base_url=cluster.base + "/v1", api_key="none", max_retries=0)
+    model = client.models.list().data[0].id
+    claude = anthropic.Anthropic(base_url=cluster.base, api_key="k", max_retries=0,
+                                 default_headers={"X-Claude-Code-Session-Id": "ray-cc"})
+    messages, arcs = [{"role": "user", "content": "List the files."}], []
+    for index in range(3):
+        messages += [{"role": "assistant", "content": [{"type": "tool_use", "id": f"t{index}", "name": "ls", "input": {}}]},
+                     {"role": "user", "content": [{"type": "tool_result", "tool_use_id": f"t{index}", "content": f"file{index}\n" * 50}]}]
+        if index % 2:
+            with claude.messages.stream(model=model, max_tokens=4, messages=messages) as stream:
+                arcs.append(next(event.model_extra["arc"] for event in stream if event.type == "message_delta"))
+        else:
+            arcs.append(claude.messages.create(model=model, max_tokens=4, messages=messages).model_extra["arc"])
+        messages += [{"role": "assistant", "content": "ok"}, {"role": "user", "content": "next"}]
+    assert len({(arc["session"], arc["replica"]) for arc in arcs}) == 1
+    items = [{"role": "user", "content": "Read the log."},
+             {"type": "function_call", "call_id": "c0", "name": "cat", "arguments": "{}"},
+             {"type": "function_call_output", "call_id": "c0", "output": "line\n" * 40}]
+    first = client.responses.create(model=model, input=items, max_output_tokens=4, store=False, prompt_cache_key="ray-codex")
+    with client.responses.stream(model=model, input=items + [{"role": "user", "content": "more"}], max_output_tokens=4,
+                                 store=False, prompt_cache_key="ray-codex") as stream:
+        second = stream.get_final_response()
+    third = client.responses.create(model=model, input="and then?", previous_response_id=second.id, max_output_tokens=4)
+    served = {(answer.model_extra["arc"]["session"], answer.model_extra["arc"]["replica"]) for answer in (first, second, third)}
+    assert len(served) == 1 and third.model_extra["arc"]["observations"] >= 1
+
+
 def test_sessions_stick_to_one_replica_and_survive_its_loss(cluster):
     client = OpenAI(base_url=cluster.base + "/v1", api_key="none", max_retries=0)
     name = client.models.list().data[0].id

@@ -1,7 +1,7 @@
 """Real agent clients, unmodified, through `arc-vllm serve` on the embedded model: the PyPI
 packages mini-swe-agent (its default text-based config, commands in its bubblewrap sandbox
-without network), openai-agents (a function tool) and the OpenAI client with native tool
-calls. Each runs at 4k, 8k and 16k windows (sessions of one 16k server, run concurrently so
+without network), openai-agents (a function tool; on chat completions and on its default
+Responses model) and the OpenAI client with native tool calls. Each runs at 4k, 8k and 16k windows (sessions of one 16k server, run concurrently so
 the engine batches them) and must get no error from ARC, whatever the small model says.
 
 SmolLM2's positions end at 8,192; the 16k server is allowed past that (the prompts here stay
@@ -62,6 +62,18 @@ def test_openai_agents_with_a_function_tool(smol_server):
         arc = outcome["arc"]
         assert arc["requests"] >= 10 and arc["observations"] >= 10
     assert outcomes[4096]["arc"]["compactions"] >= 1  # 10 logs of ~750 tokens in 3,584
+
+
+def test_openai_agents_default_responses_model(smol_server):
+    """openai-agents' default model speaks the Responses API: the same agent, through ARC."""
+    import openai_agents
+
+    outcomes = each_window(lambda window: asyncio.run(openai_agents.run(smol_server.base, 10, window, responses=True)))
+    for window, outcome in outcomes.items():
+        assert len(outcome["answers"]) == 10, window
+        arc = outcome["arc"]
+        assert arc["requests"] >= 10 and arc["observations"] >= 10 and arc["rebases"] == 0
+    assert outcomes[4096]["arc"]["compactions"] >= 1
 
 
 def test_openai_client_with_native_tool_calls(smol_server):

@@ -6,7 +6,8 @@ shared ``--arc-store-dir`` (a temporary folder unless given) and ``--arc-shared-
 front is the same HTTP surface as ``arc-vllm serve``. A request that names a session
 (``vllm_xargs.arc_session``, ``X-ARC-Session`` or the ``/v1/arc/sessions/{sid}`` path), or a
 chat request in an implicit session (by its conversation), is assigned a replica by Ray's
-``ConsistentHashRouter`` on that key, once; the front remembers the choice and sends the
+``ConsistentHashRouter`` on that key, once; the front remembers the choice (and, from the
+``X-ARC-Session`` of its answers, the session an implicit request was served in) and sends the
 session's requests straight to that replica's engine over HTTP, so a session's requests reach
 one replica and its prefix-cached KV without a Ray call each (``--ray-routing round-robin``
 asks Ray on every request and spreads them, to measure what affinity keeps). When a replica
@@ -133,10 +134,18 @@ def front_app(replicas, routing: str):
 
         try:
             try:
-                answer = await forward(await engine_for(sid))
+                url = await engine_for(sid)
+                answer = await forward(url)
             except httpx.ConnectError:  # that engine is gone and nothing was sent: ask Ray again
                 chosen.pop(sid, None)
-                answer = await forward(await engine_for(sid, fresh=True))
+                url = await engine_for(sid, fresh=True)
+                answer = await forward(url)
+            served = answer.headers.get("x-arc-session")
+            if routing == "affinity" and served and served != sid:
+                # The session an implicit request was served in is where the requests that
+                # name it go too (a previous_response_id, an explicit X-ARC-Session): one
+                # replica, one KV cache, whichever key a request of the conversation carries.
+                chosen[served] = url
         except (httpx.TransportError, RayError) as error:  # the replica was lost under it
             chosen.pop(sid, None)
             response = JSONResponse({"error": {

@@ -182,6 +182,7 @@ class Session:
                 "compactions": self.context.num_compactions if self.context else 0,
                 "requests": self.num_requests, "implicit": self.caller is not None,
                 "client_id": self.client_id, "rebases": self.num_rebases,
+                "apis": sorted({record.get("api", "chat") for record in self.records}),
                 "last_used": round(self.last_used, 3)}
 
     def describe(self) -> dict:

@@ -89,7 +89,8 @@ async function loadSessions() {
     const link = document.createElement("a");
     link.href = "?session=" + encodeURIComponent(session.id);
     link.textContent = session.id;
-    const cells = [link, session.observations, session.turns, session.compactions, session.requests,
+    const cells = [link, (session.apis || []).join(", "), session.client_id || "", session.observations,
+      session.turns, session.compactions, session.requests,
       new Date(session.last_used * 1000).toLocaleString(), session.in_memory ? "in memory" : "unloaded"];
     for (const value of cells) {
       const cell = document.createElement("td");
