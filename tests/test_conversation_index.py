@@ -82,6 +82,7 @@ def test_each_api_names_its_conversation_where_its_clients_do():
     assert conversation_of(RESPONSES, {"session-id": "t2"}, {"prompt_cache_key": "t1"}) == "t1"
     assert conversation_of(RESPONSES, {"session-id": "t2"}, {}) == "t2"
     assert conversation_of(CHAT, {"x-session-id": "v"}, {}) == "v"  # vLLM's own session identity
+    assert conversation_of(CHAT, {}, {"prompt_cache_key": "app-wide"}) is None  # a cache hint there
     assert conversation_of(CHAT, {}, {"vllm_xargs": {"session_id": "x"}}) == "x"
     assert conversation_of(CHAT, {}, {"user": "u", "safety_identifier": "s"}) is None
     assert conversation_of(RESPONSES, {}, {"prompt_cache_key": "k" * 600}) is None

@@ -10,7 +10,10 @@ One owner for these wire keys (as ``kv/extra_args.py`` is for ARC's own request 
                       (vLLM's own "stable session identity shared by related requests")
       messages        header ``X-Claude-Code-Session-Id``; ``metadata.user_id`` (Claude Code
                       sends a JSON object there whose ``session_id`` is the same id)
-      responses, chat body ``prompt_cache_key`` (Codex: its thread id); header ``session-id``
+      responses       body ``prompt_cache_key`` (Codex: its thread id); header ``session-id``
+
+(A chat completions client's ``prompt_cache_key`` is a cache-routing hint an application may
+share across its conversations, so it keys no conversation there.)
 
 A request with a conversation id continues the session of that id (and caller), also when
 the client rewrote its history (``serving/sessions.py``); one without falls back to the
@@ -31,7 +34,7 @@ CHAT, MESSAGES, RESPONSES = "chat", "messages", "responses"  # the APIs, as metr
 # (where, name): "header" names are lower case; "body" a top-level field; "xargs" vllm_xargs.
 EVERY_API = (("body", "session_id"), ("header", "x-session-id"), ("xargs", "session_id"))
 CONVERSATION_KEYS = {
-    CHAT: EVERY_API + (("body", "prompt_cache_key"), ("header", "session-id")),
+    CHAT: EVERY_API,
     MESSAGES: EVERY_API + (("header", "x-claude-code-session-id"), ("metadata", "user_id")),
     RESPONSES: EVERY_API + (("body", "prompt_cache_key"), ("header", "session-id")),
 }

@@ -170,7 +170,9 @@ class ResponsesAPI(ConversationAPI):
 
         handler = handler_of(app)
         request = translation.request
-        sampling = request.to_sampling_params(max(1, granted or 1), handler.default_sampling_params)
+        # The room granted (known once the view is; the first events carry what was asked).
+        sampling = request.to_sampling_params(max(1, granted or request.max_output_tokens or 1),
+                                              handler.default_sampling_params)
         return ResponsesResponse.from_request(request, sampling, model_name=model,
                                               created_time=translation.extra["created"],
                                               output=output, status=status, usage=usage)
