@@ -31,10 +31,14 @@ METHODS = ("arc",) + tuple(method for method in POLICIES if method != "arc")  # 
 SAMPLE = "examples/trajectories.jsonl"
 
 
-def _offline() -> None:
-    from arc_vllm.offline import go_offline
+def _environment(argv: list[str]) -> None:
+    """Where this process starts: offline always; an in-process engine for the commands that
+    run one (``serve`` runs vLLM's own engine processes)."""
+    from arc_vllm.offline import go_offline, in_process_engine
 
     go_offline()  # nothing here may reach beyond loopback
+    if argv[:1] in (["bench"], ["profile"]):
+        in_process_engine()
 
 
 def _add_budget_options(parser: argparse.ArgumentParser) -> None:
@@ -360,8 +364,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    _offline()
     argv = list(sys.argv[1:] if argv is None else argv)
+    _environment(argv)
     if argv[:1] != ["serve"]:
         show_progress()
     for words, handler in OWN_PARSERS:

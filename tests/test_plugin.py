@@ -19,15 +19,11 @@ from openai import OpenAI
 
 from arc_vllm.model_prep import prepare_tiny
 from arc_vllm.serving.local import Server
+from tests.helpers.arguments import parse
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def parse(argv):
-    from vllm.entrypoints.launchers.cli_args import make_arg_parser
-    from vllm.utils.argparse_utils import FlexibleArgumentParser
-
-    return make_arg_parser(FlexibleArgumentParser()).parse_args(argv)
 
 
 def test_without_arc_the_arguments_are_vllms_own(monkeypatch):

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from processes import processes_titled
+from tests.helpers.processes import processes_titled
 
 pytestmark = pytest.mark.slow
 ARC = str(Path(sys.executable).parent / "arc-vllm")

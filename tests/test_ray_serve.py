@@ -15,7 +15,8 @@ from openai import APIStatusError, OpenAI
 
 from arc_vllm.model_prep import prepare_tiny
 from arc_vllm.serving.local import Server
-from processes import processes_titled
+from tests.helpers.http import stream_events
+from tests.helpers.processes import processes_titled
 
 pytestmark = pytest.mark.slow
 
@@ -44,8 +45,6 @@ def test_a_streamed_answer_streams_through_the_front(cluster):
     """The Ray front does not buffer: events arrive as the engine makes them (first, while
     both replicas are up and the machine is quiet: a replacement's start-up would slow the
     engine enough for vLLM to merge deltas)."""
-    from test_serving import stream_events
-
     client = OpenAI(base_url=cluster.base + "/v1", api_key="none", max_retries=0)
     model = client.models.list().data[0].id
     sid = client.post("/arc/sessions", body={}, cast_to=object)["id"]

@@ -4,7 +4,6 @@ A tiny random-weight model (same tokenizer and chat template as the embedded mod
 the plumbing tests; the embedded SmolLM2 serves the in-server recall loop.
 """
 
-import hashlib
 import json
 import urllib.error
 import urllib.request
@@ -14,21 +13,12 @@ from openai import BadRequestError, NotFoundError, OpenAI
 
 from arc_vllm.model_prep import default_model_dir, prepare_tiny
 from arc_vllm.serving.local import Server
+from tests.helpers.conversations import TOOLS, tool_turn, visible_id
+from tests.helpers.http import call, stream_events, streamed_text
 
 pytestmark = pytest.mark.slow
 
 
-def call(base, method, path, body=None, headers=None):
-    data = json.dumps(body).encode() if body is not None else None
-    request = urllib.request.Request(base + path, data=data, method=method,
-                                     headers={"Content-Type": "application/json", **(headers or {})})
-    try:
-        with urllib.request.urlopen(request, timeout=120) as response:
-            raw = response.read()
-            kind = response.headers.get("Content-Type", "")
-            return response.status, (json.loads(raw) if "json" in kind else raw)
-    except urllib.error.HTTPError as error:
-        return error.code, json.loads(error.read())
 
 
 @pytest.fixture(scope="module")
@@ -43,16 +33,8 @@ def client_for(server):
     return client, client.models.list().data[0].id
 
 
-def visible_id(signature: str, observation: str) -> str:
-    return hashlib.sha1(signature.encode() + b"\x1f" + observation.encode()).hexdigest()[:8]
 
 
-def tool_turn(index: int, body: str):
-    arguments = json.dumps({"path": f"log{index}.txt"})
-    return [{"role": "assistant", "content": f"Reading log {index}.",
-             "tool_calls": [{"id": f"call{index}", "type": "function",
-                             "function": {"name": "cat", "arguments": arguments}}]},
-            {"role": "tool", "tool_call_id": f"call{index}", "content": body}], f"cat({arguments})"
 
 
 def test_session_drives_through_many_windows_within_budget(tiny, smol):
@@ -199,27 +181,8 @@ def test_the_header_names_a_session(tiny):
     assert via_header.model_extra["arc"]["session"] == session["id"]
 
 
-def stream_events(base: str, body: dict, headers: dict | None = None) -> list[tuple[float, dict]]:
-    """(arrival time, event) of each server-sent event of a streamed request, as it arrives."""
-    import time
-
-    request = urllib.request.Request(base + "/v1/chat/completions", data=json.dumps(body).encode(),
-                                     method="POST", headers={"Content-Type": "application/json",
-                                                             **(headers or {})})
-    started, events = time.perf_counter(), []
-    with urllib.request.urlopen(request, timeout=300) as response:
-        assert response.headers["Content-Type"].startswith("text/event-stream")
-        for line in response:
-            line = line.decode().strip()
-            if line.startswith("data: "):
-                events.append((time.perf_counter() - started,
-                               line[6:] if line[6:] == "[DONE]" else json.loads(line[6:])))
-    return events
 
 
-def streamed_text(events) -> str:
-    return "".join(event["choices"][0]["delta"].get("content") or "" for _, event in events
-                   if isinstance(event, dict) and event.get("choices"))
 
 
 def test_a_streamed_session_answer_streams_as_it_is_generated(tiny):
@@ -407,10 +370,6 @@ def test_openai_backend_drives_an_episode_through_the_server(tiny, smol):
     backend.close()
 
 
-TOOLS = [{"type": "function", "function": {
-    "name": "cat", "description": "Print a file.",
-    "parameters": {"type": "object", "properties": {"path": {"type": "string"}},
-                   "required": ["path"]}}}]
 
 
 def test_native_tool_calls_keep_their_structure_and_the_count_is_the_engines(tiny):

@@ -4,7 +4,6 @@ The engine is a fake that answers like vLLM's chat handler; everything else is r
 
 import asyncio
 import json
-from types import SimpleNamespace
 
 import pytest
 
@@ -14,50 +13,10 @@ from vllm.entrypoints.openai.chat_completion.protocol import ChatCompletionReque
 from arc_vllm.core.errors import is_context_length_error
 from arc_vllm.serving.chat import EngineError, complete
 from arc_vllm.serving.session_manager import SessionError, SessionManager
-
-
-class Result(SimpleNamespace):
-    def model_dump(self, **_):
-        return {"id": "x", "object": "chat.completion", "created": 0, "model": "m",
-                "choices": [{"index": 0, "message": {"role": "assistant",
-                                                     "content": self.choices[0].message.content},
-                             "finish_reason": "stop"}]}
-
-
-class Refusal(SimpleNamespace):
-    def model_dump(self, **_):
-        return {"error": {"message": self.message, "type": "BadRequestError", "code": 400}}
-
-
-class FakeEngine:
-    """Refuses the first ``refusals`` prompts as too long, then answers ``text`` (or, while
-    ``tool_calls`` lasts, the next of those tool calls)."""
-
-    def __init__(self, refusals, text="done", tool_calls=()):
-        self.refusals, self.text, self.requests = refusals, text, []
-        self.tool_calls = list(tool_calls)
-
-    async def create_chat_completion(self, request, raw_request):
-        self.requests.append(request)
-        if len(self.requests) <= self.refusals:
-            return Refusal(message="This model's maximum context length is 4096 tokens. However, "
-                                   "your prompt contains 5000 input tokens.", error=SimpleNamespace(code=400))
-        calls = [self.tool_calls.pop(0)] if self.tool_calls else None
-        message = SimpleNamespace(content=None if calls else self.text, tool_calls=calls)
-        usage = SimpleNamespace(prompt_tokens=100, prompt_tokens_details=SimpleNamespace(cached_tokens=64))
-        return Result(choices=[SimpleNamespace(message=message)], usage=usage)
+from tests.helpers.fake_engine import FakeEngine, Refusal, conversation
 
 
 request_class = ChatCompletionRequest  # vLLM's own request: fields validated as in the server
-
-
-def conversation(count):
-    messages = [{"role": "user", "content": "task"}]
-    for index in range(count):
-        messages += [{"role": "assistant", "content": "", "tool_calls": [
-            {"id": f"c{index}", "type": "function", "function": {"name": "cat", "arguments": str(index)}}]},
-                     {"role": "tool", "tool_call_id": f"c{index}", "content": f"line {index}\n" * 40}]
-    return messages
 
 
 def test_context_length_refusal_compacts_and_retries(smol):

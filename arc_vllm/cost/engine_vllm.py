@@ -1,7 +1,7 @@
 """Measure a real vLLM engine: decode step time per (context, batch), prefill time per prompt
 length, the KV bytes it actually holds per token, and peak memory.
 
-The engine runs in this process (``VLLM_ENABLE_V1_MULTIPROCESSING=0``), so each
+The engine runs in this process (``offline.in_process_engine``, set by the profile command), so each
 ``LLMEngine.step()`` is one scheduler step plus one forward pass, timed around the call. For a
 cell, ``batch`` requests of ``context`` random tokens (no shared prefix, prefix caching off) are
 added; steps until every request has its first token are prefill (chunked, possibly mixed with
@@ -13,7 +13,6 @@ pure decode step. Used by ``cost.profile``; needs vLLM.
 
 from __future__ import annotations
 
-import os
 import random
 import statistics
 import time
@@ -22,16 +21,13 @@ import time
 class EngineProbe:
     def __init__(self, model: str, max_context: int, max_batch: int, kv_cache_gib: float | None = None,
                  seed: int = 0):
-        os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
-        os.environ["VLLM_ALLOW_LONG_MAX_MODEL_LEN"] = "1"  # timing past the trained window is fine
-        if kv_cache_gib is not None:
-            os.environ["VLLM_CPU_KVCACHE_SPACE"] = str(kv_cache_gib)
         from vllm import LLM
 
-        self.max_model_len = max_context + 512
+        self.max_model_len = max_context + 512  # past the trained window: the profile allows it
+        sized = {"kv_cache_memory_bytes": int(kv_cache_gib * 2 ** 30)} if kv_cache_gib is not None else {}
         self.llm = LLM(model=model, enforce_eager=True, max_model_len=self.max_model_len,
                        max_num_seqs=max(max_batch, 1), enable_prefix_caching=False, seed=seed,
-                       disable_log_stats=True)
+                       disable_log_stats=True, **sized)
         self.engine = self.llm.llm_engine
         self.vocab = self.llm.get_tokenizer().vocab_size
         self.random = random.Random(seed)

@@ -209,9 +209,11 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--contexts, --batches and --steps must be positive")
     if args.trace and not os.path.isfile(args.trace):
         parser.error(f"--trace: no such file {args.trace}")
-    from arc_vllm.offline import go_offline
+    from arc_vllm.offline import go_offline, in_process_engine
 
     go_offline()
+    in_process_engine()
+    os.environ.setdefault("VLLM_ALLOW_LONG_MAX_MODEL_LEN", "1")  # timing past the trained window is fine
     try:
         result = profile(args.engine, args.model, args.hardware, contexts, batches, args.steps,
                          args.trace, args.trace_calls)

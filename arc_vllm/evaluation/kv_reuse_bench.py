@@ -38,7 +38,6 @@ import argparse
 import json
 import logging
 import math
-import os
 import sys
 import time
 from pathlib import Path
@@ -211,7 +210,6 @@ def start_engine(model: str | None, context_window: int, dtype: str):
     failed (it would reuse nothing)."""
     from arc_vllm.agent.backends import VllmBackend
 
-    os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
     backend = VllmBackend(model, context_window=context_window, kv_reuse=True, dtype=dtype)
     where = machine(backend.llm)
     logger.info("engine: attention %s, %s, CPU flags %s", where["isa"], where["dtype"], " ".join(where["cpu_flags"]))
@@ -371,6 +369,9 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     from arc_vllm.console import show_progress
+    from arc_vllm.offline import go_offline, in_process_engine
 
+    go_offline()
+    in_process_engine()
     show_progress()
     sys.exit(main())

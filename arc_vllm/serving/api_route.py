@@ -13,6 +13,9 @@ A request naming no session that ARC does not take (``Declined``: image content,
 choices) is handed to vLLM's own route untouched, its body replayed; so is every request
 naming none while implicit sessions are off. An implicit request ARC refuses before storing
 anything (a task prefix that cannot fit ARC's parts, say) is served by plain vLLM too.
+
+Errors are raised, and answered once, by the app's exception handlers (``ErrorForms``): in
+the error form of the API whose route the request came to.
 """
 
 from __future__ import annotations
@@ -22,7 +25,6 @@ import json
 
 from fastapi import Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
-from pydantic import ValidationError
 from starlette.routing import BaseRoute
 
 from arc_vllm.kv.extra_args import session_of_body
@@ -92,7 +94,7 @@ class ArcRoute(BaseRoute):
         if not isinstance(body, dict):
             if sid is None:  # not JSON: vLLM's own answer, as without --arc
                 return await plain()
-            return await self.api.error("body: must be a JSON object", 400)(scope, replay, send)
+            raise SessionError("body: must be a JSON object")
         response = await self.handle_arc(Request(scope, replay), body, headers, sid)
         if response is None:  # a request naming no session that ARC does not take
             return await plain()
@@ -101,7 +103,7 @@ class ArcRoute(BaseRoute):
     async def handle_arc(self, request: Request, body: dict, headers: dict, sid) -> Response | None:
         app, api = request.app, self.api
         if sid is not None and not isinstance(sid, str):
-            return api.error("vllm_xargs.arc_session: must be a session id string", 400)
+            raise SessionError("vllm_xargs.arc_session: must be a session id string")
         if api.reads:
             return await self.read(request, body, sid)
         implicit = sid is None
@@ -111,10 +113,6 @@ class ArcRoute(BaseRoute):
             translation = await api.translate(body, app, headers)
         except Declined:
             return None
-        except SessionError as error:
-            return api.error(str(error), error.status)
-        except ValidationError as error:
-            return api.error(f"request: {error}", 400)
         manager = app.state.arc_sessions
         if implicit and translation.session is not None:
             sid, implicit = translation.session, False  # the API's own reference names it
@@ -142,7 +140,7 @@ class ArcRoute(BaseRoute):
             metrics.refresh(manager)
             if implicit and declined(app, sid, exc):
                 return None
-            return self.arc_error(exc)
+            raise
         if not translation.chat.get("stream"):
             await held.aclose()
             metrics.refresh(manager)
@@ -172,22 +170,35 @@ class ArcRoute(BaseRoute):
                 return JSONResponse(await self.api.read(body, request.app, session))
         except Declined:
             return None
-        except Exception as exc:
-            return self.arc_error(exc)
 
-    def arc_error(self, exc: Exception) -> Response:
-        """An ARC request's error in its API's form (re-raised when it is a bug)."""
-        if isinstance(exc, SessionError):
-            return self.api.error(str(exc), exc.status)
-        if isinstance(exc, SessionBusy):
-            return self.api.error(str(exc), 409, "conflict")
-        if isinstance(exc, EngineError):
-            error = exc.body.get("error") if isinstance(exc.body.get("error"), dict) else {}
-            return self.api.error(str(error.get("message") or exc.body), exc.status,
-                                  str(error.get("type") or "invalid_request_error"))
-        if isinstance(exc, ValidationError):  # vLLM's request model refused the request's fields
-            return self.api.error(f"request: {exc}", 400)
-        raise exc
+
+class ErrorForms:
+    """The app's one mapping of ARC's errors to responses, in the error form of the API whose
+    route a request came to (the session routes' and chat completions' is OpenAI's)."""
+
+    def __init__(self, apis: list[ConversationAPI], default: ConversationAPI):
+        self.by_path = {path: api for api in apis for path in api.paths}
+        self.default = default
+
+    def api_of(self, request) -> ConversationAPI:
+        return self.by_path.get(request.url.path, self.default)
+
+    def session_error(self, request, exc: SessionError) -> Response:
+        return self.api_of(request).error(str(exc), exc.status)
+
+    def busy(self, request, exc: SessionBusy) -> Response:
+        return self.api_of(request).error(str(exc), 409, "conflict")
+
+    def engine_error(self, request, exc: EngineError) -> Response:
+        """vLLM refused the engine request: its message and status, in the client's form."""
+        error = exc.body.get("error") if isinstance(exc.body.get("error"), dict) else {}
+        return self.api_of(request).error(str(error.get("message") or exc.body), exc.status,
+                                          str(error.get("type") or "invalid_request_error"))
+
+    def install(self, app) -> None:
+        app.add_exception_handler(SessionError, self.session_error)
+        app.add_exception_handler(SessionBusy, self.busy)
+        app.add_exception_handler(EngineError, self.engine_error)
 
 
 def declined(app, sid: str, exc: Exception) -> bool:

@@ -31,6 +31,8 @@ import os
 import time
 from dataclasses import dataclass, field, replace
 
+from pydantic import ValidationError
+
 from arc_vllm.core.errors import is_context_length_error
 from arc_vllm.kv.extra_args import ArcExtraArgs
 from arc_vllm.serving import metrics
@@ -53,24 +55,37 @@ class EngineError(RuntimeError):
         self.status = status
 
 
-def check_body(body: dict) -> None:
-    if not isinstance(body.get("messages"), list) or not body["messages"]:
+def check_body(body: dict, request_class=None) -> None:
+    """The one validation of a chat body on the ARC path: what ARC itself needs (messages to
+    archive, each with a role; one choice or several, counted), then vLLM's own request model
+    (``request_class``, vLLM's ``ChatCompletionRequest`` by default), its errors named by
+    field. A ``SessionError`` (400) for the first problems."""
+    if not isinstance(body, dict) or not isinstance(body.get("messages"), list) or not body["messages"]:
         raise SessionError("messages: a non-empty list is required")
     for index, message in enumerate(body["messages"]):
         if not isinstance(message, dict) or not isinstance(message.get("role"), str):
             raise SessionError(f"messages[{index}]: must be an object with a role")
-    if body.get("tools") is not None and not isinstance(body["tools"], list):
-        raise SessionError("tools: must be a list of tool objects")
     n = body.get("n")
     if n is not None and (not isinstance(n, int) or isinstance(n, bool) or n < 1):
         raise SessionError("n: must be a positive integer")
-    xargs = body.get("vllm_xargs")
-    if xargs is not None and not isinstance(xargs, dict):
-        raise SessionError("vllm_xargs: must be an object")
-    for name in ("max_tokens", "max_completion_tokens"):
-        value = body.get(name)
-        if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
-            raise SessionError(f"{name}: must be a positive integer")
+    if request_class is None:
+        from vllm.entrypoints.openai.chat_completion.protocol import ChatCompletionRequest as request_class
+    tools = body.get("tools")  # as ARC may serve it: its own tools beside the client's
+    engine_request(request_class, **dict(body, tools=list(tools) + ARC_TOOLS) if isinstance(tools, list) else body)
+
+
+def engine_request(request_class, **fields):
+    """vLLM's request model of ``fields``; its validation errors as a ``SessionError`` naming
+    each field (``messages[2].content``), the alternatives of a union told once."""
+    try:
+        return request_class(**fields)
+    except ValidationError as error:
+        problems = {}
+        for problem in error.errors():
+            path = "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in problem["loc"]
+                           if not (isinstance(part, str) and part[:1].isupper()))  # union members
+            problems.setdefault(path.lstrip(".") or "body", problem["msg"])
+        raise SessionError("; ".join(f"{path}: {message}" for path, message in list(problems.items())[:3])) from None
 
 
 def engine_tools(body: dict, request_class, arc: bool) -> list[dict] | None:
@@ -79,8 +94,8 @@ def engine_tools(body: dict, request_class, arc: bool) -> list[dict] | None:
     engine gets."""
     if not body.get("tools"):
         return None
-    request = request_class(messages=[{"role": "user", "content": ""}],
-                            tools=list(body["tools"]) + (ARC_TOOLS if arc else []))
+    request = engine_request(request_class, messages=[{"role": "user", "content": ""}],
+                             tools=list(body["tools"]) + (ARC_TOOLS if arc else []))
     return [tool.model_dump() for tool in request.tools]
 
 
@@ -183,7 +198,7 @@ class ChatStep:
                 continuous = bool((self.body.get("stream_options") or {}).get("continuous_usage_stats"))
                 fields["stream_options"] = {"include_usage": True, "continuous_usage_stats": continuous}
             result = await self.serving.create_chat_completion(
-                self.request_class(**fields, messages=view.messages), self.raw_request)
+                engine_request(self.request_class, **fields, messages=view.messages), self.raw_request)
             if hasattr(result, "choices") or hasattr(result, "__aiter__"):
                 return result
             if is_context_length_error(result) and loop.retries < MAX_REACTIVE_RETRIES:
@@ -303,7 +318,7 @@ async def complete(body: dict, session, serving, raw_request, request_class, kv_
     """Run one ARC step for ``session``; returns the response as a JSON-able dict. Raises
     ``SessionError`` for a bad request and ``EngineError`` for an engine error. ``kv_warmup``
     (``serving/kv_warmup.py``, with ``--arc-kv-reuse``) runs before each engine call."""
-    check_body(body)
+    check_body(body, request_class)
     async with session.lock:
         step = ChatStep(body, session, serving, raw_request, request_class, kv_warmup, api)
         step.begin()
@@ -338,7 +353,7 @@ def preview_tokens(body: dict, session, request_class) -> tuple[int, int]:
     """The tokens of the view a request would get as the first of ``session`` (a throwaway
     one: nothing is kept), as ``ChatStep`` renders it, ARC's tools included where offered; and
     the conversation's own size as ARC counts it."""
-    check_body(body)
+    check_body(body, request_class)
     step = ChatStep(body, session, None, None, request_class)
     step.begin()
     return step.next_view().tokens, step.before_tokens

@@ -29,7 +29,7 @@ async def open_stream(body: dict, session, serving, raw_request, request_class, 
                       api: str = CHAT):
     """Start a streamed step; returns the event iterator. Raises ``SessionError`` or
     ``EngineError`` when the request fails before its first event."""
-    check_body(body)
+    check_body(body, request_class)
     if (body.get("n") or 1) > 1:
         raise SessionError("n: a streamed ARC answer has one choice (n=1); ask without stream "
                            "for several, or name no session")

@@ -21,7 +21,8 @@ import time
 import urllib.request
 from pathlib import Path
 
-from arc_vllm.offline import OFFLINE_ENVIRONMENT
+from arc_vllm.offline import go_offline
+from arc_vllm.offline import in_process_engine as start_in_process
 from arc_vllm.serving.processes import free_port
 
 
@@ -33,9 +34,10 @@ class Server:
         self.base = f"http://127.0.0.1:{self.port}"
         self.log = log
         extra_env = env or {}
-        env = dict(os.environ, VLLM_CPU_KVCACHE_SPACE="1", **OFFLINE_ENVIRONMENT)
+        env = go_offline(dict(os.environ, VLLM_CPU_KVCACHE_SPACE="1"))
+        env.pop("VLLM_ENABLE_V1_MULTIPROCESSING", None)  # the child's own choice, below
         if in_process_engine:  # faster start, fewer processes (tests)
-            env["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
+            start_in_process(env)
         env.pop("TRITON_INTERPRET", None)
         env.update(extra_env)
         if vllm_entry:

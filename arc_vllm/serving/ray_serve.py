@@ -302,5 +302,7 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    from arc_vllm.offline import go_offline
+
+    go_offline()
     sys.exit(inner_main(sys.argv[1:]))

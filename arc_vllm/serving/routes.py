@@ -24,7 +24,6 @@ from fastapi.responses import JSONResponse, Response
 
 from arc_vllm.core.store import UnknownObservation
 from arc_vllm.serving import metrics
-from arc_vllm.serving.session_lock import SessionBusy
 from arc_vllm.serving.sessions import SessionError
 
 logger = logging.getLogger(__name__)
@@ -117,7 +116,7 @@ async def get_catalog(sid: str, request: Request, page: int = 1):
 def attach(app) -> None:
     """Put ARC's routes on vLLM's app, and ARC's route in front of each of vLLM's
     conversational ones (chat completions must be there; the others where vLLM serves them)."""
-    from arc_vllm.serving.api_route import put_in_front
+    from arc_vllm.serving.api_route import ErrorForms, put_in_front
     from arc_vllm.serving.apis.chat import ChatAPI
     from arc_vllm.serving.apis.messages import CountTokensAPI, MessagesAPI
     from arc_vllm.serving.apis.responses import ResponsesAPI
@@ -125,11 +124,11 @@ def attach(app) -> None:
 
     app.include_router(router)
     app.include_router(inspector_router)
-    # The session routes raise these; each becomes its status here, once.
-    app.add_exception_handler(SessionError, lambda request, exc: error(str(exc), exc.status))
-    app.add_exception_handler(SessionBusy, lambda request, exc: error(str(exc), 409, "conflict"))
-    if not put_in_front(app, ChatAPI()):
+    chat, others = ChatAPI(), [MessagesAPI(), CountTokensAPI(), ResponsesAPI()]
+    # Every ARC route raises its errors; each becomes its status here, once, in its API's form.
+    ErrorForms([chat, *others], default=chat).install(app)
+    if not put_in_front(app, chat):
         raise RuntimeError("vLLM's app has no POST /v1/chat/completions route to put ARC in front of")
-    for api in (MessagesAPI(), CountTokensAPI(), ResponsesAPI()):
+    for api in others:
         if not put_in_front(app, api):
             logger.info("vLLM serves no %s here: ARC takes chat completions only", api.paths[0])

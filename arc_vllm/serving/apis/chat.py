@@ -1,13 +1,14 @@
 """Chat completions (``POST /v1/chat/completions``): the ARC path's own form, so the adapter
-translates nothing. It decides only what ARC takes when no session is named: text content
-and one choice; the rest (image parts, ``n`` > 1) plain vLLM serves as without ``--arc``.
+translates nothing (the ARC path validates the body, ``chat.check_body``). It decides only
+what ARC takes when no session is named: messages it can read, text content and one choice;
+the rest (image parts, ``n`` > 1, a body without messages) plain vLLM answers as without
+``--arc``.
 """
 
 from __future__ import annotations
 
 from arc_vllm.core.transcript import content_text
 from arc_vllm.serving.apis import ConversationAPI, Declined, Translation
-from arc_vllm.serving.chat import check_body
 from arc_vllm.serving.conversation_keys import CHAT
 
 
@@ -16,13 +17,13 @@ class ChatAPI(ConversationAPI):
     paths = ("/v1/chat/completions",)
 
     async def translate(self, body: dict, app, headers: dict[str, str]) -> Translation:
-        check_body(body)
         return Translation(body)
 
     def declines(self, body: dict) -> None:
-        if not isinstance(body.get("messages"), list):
-            return  # a bad body: translate says what is wrong
-        if (body.get("n") or 1) > 1:  # several choices: plain vLLM's, as without --arc
+        messages = body.get("messages")
+        if not isinstance(messages, list) or not messages or not all(isinstance(m, dict) for m in messages):
+            raise Declined("no messages ARC can read")
+        if not isinstance(body.get("n") or 1, int) or (body.get("n") or 1) > 1:  # several choices: plain vLLM's, as without --arc
             raise Declined("n > 1")
         try:
             for index, message in enumerate(body["messages"]):

@@ -25,7 +25,7 @@ import json
 from fastapi.responses import JSONResponse
 
 from arc_vllm.serving.apis import ConversationAPI, Declined, Translation, check_results, parsed
-from arc_vllm.serving.chat import check_body, preview_tokens
+from arc_vllm.serving.chat import preview_tokens
 from arc_vllm.serving.conversation_keys import MESSAGES
 from arc_vllm.serving.sessions import Session, SessionError
 
@@ -79,7 +79,6 @@ class MessagesAPI(ConversationAPI):
         handler = handler_of(app)
         request = parsed(AnthropicMessagesRequest, body)
         chat = await to_chat(handler, request)
-        check_body(chat)
         check_results(chat["messages"], "tool_result", "tool_use_id")
         return Translation(chat, request)
 
@@ -149,7 +148,6 @@ class CountTokensAPI(MessagesAPI):
         handler = handler_of(app)
         request = parsed(AnthropicCountTokensRequest, body)
         chat = await to_chat(handler, request)
-        check_body(chat)
         manager = app.state.arc_sessions
         try:
             conversation = (await handler.count_tokens(request, None)).input_tokens

@@ -35,7 +35,6 @@ import secrets
 import time
 
 from arc_vllm.serving.apis import ConversationAPI, Declined, Translation, check_results, parsed
-from arc_vllm.serving.chat import check_body
 from arc_vllm.serving.conversation_keys import RESPONSES
 from arc_vllm.serving.sessions import SessionError
 
@@ -139,7 +138,6 @@ class ResponsesAPI(ConversationAPI):
         if chat["stream"]:
             chat["stream_options"] = {"include_usage": True}
         if "after" not in extra:  # a continuation's messages are checked once ``bind`` has them
-            check_body(chat)
             check_results(chat["messages"], "function_call_output", "call_id")
         return Translation(chat, request, session, extra)
 
@@ -159,7 +157,6 @@ class ResponsesAPI(ConversationAPI):
 
             items = answer_items(session.last_answer) + input_items(request.input)
             translation.chat["messages"] = [dict(message) for message in construct_chat_messages_with_tool_call(items)]
-            check_body(translation.chat)
             check_results(translation.chat["messages"], "function_call_output", "call_id")
         if "request_id" not in request.model_fields_set:  # the id names the session and request
             request.request_id = f"resp_{session.id}_{session.num_requests + 1}_{secrets.token_hex(8)}"
