@@ -66,6 +66,9 @@ class CitationBook:
 
 
 if __name__ == "__main__":
+    from arc_vllm.offline import go_offline
+
+    go_offline()  # a process starts here: tiktoken's files from this project's cache
     from arc_vllm.core.config import ArcConfig
     from arc_vllm.core.store import ObsStore
     from arc_vllm.core.tokens import TiktokenCounter

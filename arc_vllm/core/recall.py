@@ -190,6 +190,9 @@ def recall_all(controller: RecallController, id: str) -> str:
 
 
 if __name__ == "__main__":
+    from arc_vllm.offline import go_offline
+
+    go_offline()  # a process starts here: tiktoken's files from this project's cache
     from arc_vllm.core.citation import CitationBook
     from arc_vllm.core.config import ArcConfig
     from arc_vllm.core.store import ObsStore

@@ -337,6 +337,9 @@ def load_counter(spec: str | None) -> TokenCounter:
 
 
 if __name__ == "__main__":
+    from arc_vllm.offline import go_offline
+
+    go_offline()  # a process starts here: tiktoken's files from this project's cache
     import sys
 
     sample = " ".join(sys.argv[1:]) or "Addressable Recall Compaction keeps every observation."

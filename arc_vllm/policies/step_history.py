@@ -76,6 +76,9 @@ def lines(text: str) -> int:
 
 
 if __name__ == "__main__":
+    from arc_vllm.offline import go_offline
+
+    go_offline()  # a process starts here: tiktoken's files from this project's cache
     from arc_vllm.core.tokens import TiktokenCounter
     from arc_vllm.policies import PEERS, make_policy
 

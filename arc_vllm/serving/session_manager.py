@@ -307,6 +307,9 @@ class SessionManager:
 
 
 if __name__ == "__main__":
+    from arc_vllm.offline import go_offline
+
+    go_offline()  # a process starts here: tiktoken's files from this project's cache
     from arc_vllm.core.tokens import TiktokenCounter
 
     manager = SessionManager(TiktokenCounter(), 8192, {}, ttl_s=60)
