@@ -231,16 +231,18 @@ def inner_main(argv: list[str]) -> int:
         stopping.start()
         stopping.join(timeout=20)
         ray.shutdown()
-        if args.ray_address is None or args.ray_address == "local":
-            from arc_vllm.ray_cluster import kill_session
+        from arc_vllm.ray_cluster import LOCAL, kill_session
 
+        if args.ray_address == LOCAL:
             kill_session(os.getsid(0))  # this cluster's session: whatever did not stop
     return 0
 
 
 def main(argv: list[str]) -> int:
-    """``arc-vllm serve --ray-replicas N ...`` as typed (see the module docstring)."""
-    from arc_vllm.serving.serve_arguments import given, serve_arguments
+    """``arc-vllm serve --ray-replicas N ...`` as typed (see the module docstring). The front
+    takes the Ray options and ``--host``/``--port``; every other argument is each replica's
+    ``arc-vllm serve`` (which resolves the model and ARC's defaults itself, as typed)."""
+    from arc_vllm.serving.serve_arguments import given
 
     parser = argparse.ArgumentParser(add_help=False)
     parser.add_argument("--ray-replicas", type=int, required=True)
@@ -258,17 +260,13 @@ def main(argv: list[str]) -> int:
         rest += ["--arc-store-dir", str(work / "sessions")]
     if not given(rest, "--arc-shared-sessions"):
         rest += ["--arc-shared-sessions"]
-    # The replicas get `arc-vllm serve` arguments: the model and ARC's defaults resolved here.
-    replica_arguments = serve_arguments(rest)[1:]
-    replica_arguments = [a for a in replica_arguments if a != "--arc"]
-    host_arguments = [arg for i, arg in enumerate(replica_arguments)
-                      if arg != "--host" and (i == 0 or replica_arguments[i - 1] != "--host")]
     common = ["--ray-replicas", str(args.ray_replicas), "--ray-routing", args.ray_routing,
               "--log-dir", str(work / "logs")]
     inner = [sys.executable, "-m", "arc_vllm.serving.ray_serve"]
     if args.ray_address:
-        return subprocess.call(inner + common + ["--ray-address", args.ray_address, "--host", args.host,
-                                                 "--port", str(args.port), *host_arguments])
+        code = subprocess.call(inner + common + ["--ray-address", args.ray_address, "--host", args.host,
+                                                 "--port", str(args.port), *rest])
+        return removed(work, code)
     import signal
     import socket
 
@@ -279,17 +277,18 @@ def main(argv: list[str]) -> int:
     listener.set_inheritable(True)
     # Its own session (so that it can be taken down whole), and SIGTERM if this process dies.
     cluster = subprocess.Popen(
-        isolated_command(inner + common + ["--fd", str(listener.fileno()), *host_arguments]),
+        isolated_command(inner + common + ["--fd", str(listener.fileno()), *rest]),
         env=isolated_environment(), start_new_session=True, pass_fds=(listener.fileno(),),
         preexec_fn=lambda: die_with_parent(15))
     listener.close()  # the front holds it now
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    code = 0
     try:
         print(f"arc-vllm: {args.ray_replicas} replicas starting; serving on http://{args.host}:{args.port} "
               f"(logs in {work / 'logs'})", file=sys.stderr, flush=True)
-        return cluster.wait()
+        code = cluster.wait()
     except KeyboardInterrupt:
-        return 0
+        code = 0
     finally:
         cluster.terminate()
         try:
@@ -299,6 +298,19 @@ def main(argv: list[str]) -> int:
         from arc_vllm.ray_cluster import kill_session
 
         kill_session(cluster.pid)  # the cluster's own session: anything still left of it
+    return removed(work, code)
+
+
+def removed(work: Path, code: int) -> int:
+    """This run's temporary folder (its sessions, its replicas' logs) goes with it, unless the
+    run failed: then its logs are kept, and said where."""
+    import shutil
+
+    if code == 0:
+        shutil.rmtree(work, ignore_errors=True)
+    else:
+        print(f"arc-vllm: exit {code}; the replicas' logs are in {work / 'logs'}", file=sys.stderr)
+    return code
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
 """The ``vllm serve`` arguments ``arc-vllm serve`` passes on: ARC on, and this project's
 defaults (the embedded model with its tool-calling template, 127.0.0.1) where not given. A
-leaf, shared by the launcher and the Ray front (which gives its replicas the same options).
+leaf of the launcher's (each Ray replica runs ``arc-vllm serve`` too, so it resolves them
+itself); ``given`` also tells the CLI and the Ray front what was typed.
 
     serve_arguments(["--port", "8001"])  # ["serve", MODEL, "--arc", ..., "--port", "8001"]
 """
