@@ -28,13 +28,28 @@ def test_swe_agent_last_n_masks_all_but_the_last_n_in_jumps_of_polling():
                              "Old environment output: (1 lines omitted)",
                              "Old environment output: (1 lines omitted)", "e\n", "f\n"]
     assert policy.recoverable() == 2
-    # polling=3: the masked count moves 0 -> 3 -> 6, so 2 to 4 observations stay whole.
+    # polling=3: the masked count moves in jumps of 3, so 2 to 4 observations stay whole.
     counts = []
     policy = fed("swe_agent_last_n", [], n=2, polling=3)
     for number in range(8):
         policy.observe(f"cmd {number}", f"out {number}\n")
         counts.append(sum(1 for text in shown(policy) if text.startswith("out")))
     assert counts == [1, 2, 3, 4, 2, 3, 4, 2]
+
+
+def test_swe_agent_last_n_masks_what_swe_agent_masks_for_any_polling():
+    """SWE-agent's rule, stated over its own history (the instance template is observation 0
+    and is never elided): after T steps it omits observations 1 .. ((T+1)//p)*p - n - 1."""
+    for n in (1, 2, 5):
+        for polling in (1, 2, 3):
+            policy = fed("swe_agent_last_n", [], n=n, polling=polling)
+            for steps in range(1, 16):
+                policy.observe(f"cmd {steps}", f"out {steps}\n")
+                template_and_steps = steps + 1
+                last_removed = max(0, template_and_steps // polling * polling - n)
+                omitted = set(range(1, max(1, last_removed)))  # in SWE-agent's numbering
+                ours = {index + 1 for index, text in enumerate(shown(policy)) if not text.startswith("out")}
+                assert ours == omitted, (n, polling, steps)
 
 
 def test_swe_agent_closed_window_replaces_windows_of_files_shown_again():

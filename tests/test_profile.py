@@ -132,3 +132,11 @@ def test_the_torch_step_profile_has_the_models_shapes(tmp_path):
     model = result["model"]
     assert result["kv_bytes"]["torch_weight_bytes"] == pytest.approx(model["parameters"] * 2, rel=0.05)
     assert "not measured" in result["traffic"]["reason"]
+
+
+def test_a_trace_with_the_torch_engine_is_refused_before_anything_is_measured(monkeypatch):
+    from arc_vllm.cost import profile as profiling
+
+    monkeypatch.setattr(profiling, "calibrate", lambda device: pytest.fail("measured before refusing"))
+    with pytest.raises(profiling.ProfileError, match="--trace needs the vLLM engine"):
+        profiling.profile(engine="torch", trace="results.jsonl")

@@ -309,8 +309,32 @@ def test_durable_sessions_survive_kill_9(tmp_path):
         assert arc["views"][0][:len(before)] == before
         # The conversation's size without ARC kept counting from where it was.
         assert arc["prompt_tokens_before_compaction"] > 4 * 50 * 5
+        ids_that_name_no_session(server, session["id"])
     finally:
         server.stop()
+
+
+def ids_that_name_no_session(server, real: str):
+    """Ids no session has (5,000 characters, paths, encodings of ``..``) on every route that
+    takes one: a clear 404, never a 5xx, never a file outside the store; the real one serves."""
+    from urllib.parse import quote
+
+    bad = ["sess_" + "a" * 5000, "..", quote("../" + real, safe=""), "%2e%2e%2f", real + "x", "sess_%00"]
+    routes = ["", "/view", "/timeline", "/requests", "/catalog", "/search?q=x", "/observations/0123abcd"]
+    for sid in bad:
+        for route in routes:
+            status, error = call(server.base, "GET", f"/v1/arc/sessions/{sid}{route}")
+            assert status == 404, (sid[:50], route, status)
+            assert len(json.dumps(error)) < 400  # the id is shown shortened
+        status, _ = call(server.base, "POST", "/v1/chat/completions", {
+            "model": "m", "messages": [{"role": "user", "content": "x"}]}, headers={"X-ARC-Session": sid[:6000]})
+        assert status == 404
+    assert call(server.base, "GET", f"/v1/arc/sessions/{real}/view")[0] == 200
+
+
+def test_ids_that_name_no_session_get_404_without_a_store(tiny):
+    _, session = call(tiny.base, "POST", "/v1/arc/sessions")
+    ids_that_name_no_session(tiny, session["id"])
 
 
 def test_in_server_recall_loop_with_the_embedded_model(tmp_path, smol):

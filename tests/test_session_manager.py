@@ -139,3 +139,60 @@ def test_records_are_bounded(smol):
     for index in range(MAX_RECORDS + 5):
         session.records.append({"time": index})
     assert len(session.records) == MAX_RECORDS and session.records[0]["time"] == 5
+
+
+def test_the_conversation_index_is_bounded_also_for_durable_sessions(smol, tmp_path):
+    """A durable implicit session stays indexed when it is unloaded (its conversation reloads
+    it), so the index is bounded by count: the least recently used conversation is forgotten,
+    its session still there by id."""
+    from arc_vllm.serving.conversation_index import ConversationIndex
+
+    manager = SessionManager(smol, 4096, {}, str(tmp_path), max_sessions=2)
+    manager.implicit = ConversationIndex(max_sessions=3)
+    ids = []
+    for index in range(6):
+        messages = [{"role": "user", "content": f"conversation {index}"}]
+        sid = manager.for_conversation(messages, "caller")
+        manager.get(sid).take_in(messages, None)
+        manager.remember(manager.get(sid))
+        ids.append(sid)
+    assert len(manager.implicit) == 3 and len(manager.sessions) <= 2
+    assert manager.for_conversation([{"role": "user", "content": "conversation 5"}], "caller") == ids[5]
+    assert manager.for_conversation([{"role": "user", "content": "conversation 0"}], "caller") not in ids
+    assert manager.get(ids[0]).num_requests == 1  # forgotten by its conversation, not by its id
+
+
+def test_store_retention_removes_unused_sessions_from_disk_and_they_answer_410(smol, tmp_path):
+    import os
+
+    manager = SessionManager(smol, 4096, {}, str(tmp_path), store_retention_s=100)
+    old, recent = manager.create(), manager.create()
+    old.take_in([{"role": "user", "content": "task"}, {"role": "assistant", "content": "ls"},
+                 {"role": "user", "content": "a.py\n" * 500}], None)
+    stale = time.time() - 101
+    os.utime(tmp_path / old.id / "session.json", (stale, stale))
+    manager.sweep(now=time.monotonic() + 60)  # a retention pass is due (every 60 s at most)
+    assert not (tmp_path / old.id).exists() and (tmp_path / recent.id).exists()
+    assert manager.store_bytes > 0 and old.id not in {row["id"] for row in manager.listing()}
+    with pytest.raises(SessionError) as removed:
+        manager.get(old.id)
+    assert removed.value.status == 410 and "--arc-store-retention" in str(removed.value)
+    with pytest.raises(ValueError, match="--arc-store-retention"):
+        SessionManager(smol, 4096, {}, None, store_retention_s=100)
+
+
+@pytest.mark.parametrize("durable", [False, True])
+def test_a_session_id_is_checked_before_it_touches_the_disk(smol, tmp_path, durable):
+    manager = SessionManager(smol, 4096, {}, str(tmp_path) if durable else None)
+    real = manager.create()
+    (tmp_path / "sess_elsewhere").mkdir()
+    (tmp_path / "sess_elsewhere" / "session.json").write_text("{}")  # not an id ARC gives
+    for bad in ("sess_" + "a" * 5000, "../" + real.id, "%2e%2e%2f", real.id + "/../" + real.id, "sess_elsewhere",
+                real.id.upper(), "sess_\x00", 7, None):
+        with pytest.raises(SessionError) as refused:
+            manager.get(bad)
+        assert refused.value.status == 404 and len(str(refused.value)) < 300
+        if durable:
+            with pytest.raises(SessionError):
+                manager.folder_of(bad)
+    assert manager.get(real.id) is real

@@ -31,7 +31,7 @@ import queue
 import threading
 import time
 from concurrent.futures import Future
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from arc_vllm.core.errors import is_context_length_error
 from arc_vllm.kv.config import KVReuseConfig
@@ -50,6 +50,19 @@ class Completion:
     cached_tokens: int | None
     generated_tokens: int
     ms: float
+
+
+@dataclass
+class Request:
+    """One ``complete`` call waiting for its batch."""
+
+    messages: list[dict]
+    max_tokens: int
+    json_schema: dict | None
+    regex: str | None
+    session: str | None
+    future: Future = field(default_factory=Future)
+    started: float = field(default_factory=time.perf_counter)
 
 
 class VllmBackend:
@@ -79,7 +92,6 @@ class VllmBackend:
         vllm_config = self.llm.llm_engine.vllm_config
         self.warmup = WarmupPlanner(vllm_config.cache_config.block_size, KVReuseConfig.of_vllm(vllm_config),
                                     recompute_tokens)
-        self.warmup_tokens_computed = 0
         self.requests: queue.Queue = queue.Queue()
         self.num_batches = 0
         self.num_requests = 0
@@ -88,10 +100,9 @@ class VllmBackend:
 
     def complete(self, messages: list[dict], max_tokens: int, json_schema: dict | None = None,
                  regex: str | None = None, session: str | None = None) -> Completion:
-        future: Future = Future()
-        self.requests.put((messages, max_tokens, (json_schema, regex), future, time.perf_counter(),
-                           session))
-        return future.result()
+        request = Request(messages, max_tokens, json_schema, regex, session)
+        self.requests.put(request)
+        return request.future.result()
 
     def _warm_up(self, batch: list[tuple]) -> None:
         """KV reuse: each session's warm-up stages (``kv/warmup.py``), stage k of every
@@ -99,28 +110,26 @@ class VllmBackend:
         from vllm import SamplingParams, TokensPrompt
 
         tokenizer = self.llm.get_tokenizer()
-        views = [(session, list(tokenizer.apply_chat_template(messages, add_generation_prompt=True,
-                                                              tokenize=True)))
-                 for messages, *_, session in batch if session is not None]
+        views = [(request.session, list(tokenizer.apply_chat_template(request.messages, add_generation_prompt=True,
+                                                                      tokenize=True)))
+                 for request in batch if request.session is not None]
 
         def send(stages: list[Stage]) -> list:
             return self.llm.generate([TokensPrompt(prompt_token_ids=stage.prompt) for stage in stages],
                                      [SamplingParams(max_tokens=1, extra_args=stage.extra_args)
                                       for stage in stages], use_tqdm=False)
 
-        for _, output in self.warmup.warm_up(views, send):
-            self.warmup_tokens_computed += len(output.prompt_token_ids) - output.num_cached_tokens
+        self.warmup.warm_up(views, send)
 
-    def _params(self, max_tokens: int, constraint: tuple, session: str | None = None):
+    def _params(self, request: "Request"):
         from vllm import SamplingParams
         from vllm.sampling_params import StructuredOutputsParams
 
-        json_schema, regex = constraint
-        structured = StructuredOutputsParams(json=json_schema) if json_schema else \
-            StructuredOutputsParams(regex=regex) if regex else None
-        extra = ArcExtraArgs(session=session, recompute_tokens=self.warmup.recompute_tokens).to_dict() \
-            if self.kv_reuse and session is not None else None
-        return SamplingParams(max_tokens=max_tokens, temperature=self.temperature, seed=self.seed,
+        structured = StructuredOutputsParams(json=request.json_schema) if request.json_schema else \
+            StructuredOutputsParams(regex=request.regex) if request.regex else None
+        extra = ArcExtraArgs(session=request.session, recompute_tokens=self.warmup.recompute_tokens).to_dict() \
+            if self.kv_reuse and request.session is not None else None
+        return SamplingParams(max_tokens=request.max_tokens, temperature=self.temperature, seed=self.seed,
                               structured_outputs=structured, extra_args=extra)
 
     def _serve(self) -> None:
@@ -145,25 +154,24 @@ class VllmBackend:
         try:
             if self.kv_reuse:
                 self._warm_up(batch)
-            outputs = self.llm.chat([item[0] for item in batch],
-                                    [self._params(item[1], item[2], item[5]) for item in batch],
-                                    use_tqdm=False)
+            outputs = self.llm.chat([request.messages for request in batch],
+                                    [self._params(request) for request in batch], use_tqdm=False)
         except Exception as error:  # noqa: BLE001 - one bad request must not fail the others
             if len(batch) > 1:
                 for item in batch:
                     self._run([item])
                 return
             text = str(error)
-            batch[0][3].set_exception(ContextLengthError(text) if is_context_length_error(text) else error)
+            batch[0].future.set_exception(ContextLengthError(text) if is_context_length_error(text) else error)
             return
         self.num_batches += 1
         self.num_requests += len(batch)
         done = time.perf_counter()
-        for (messages, _, _, future, started, _), output in zip(batch, outputs):
+        for request, output in zip(batch, outputs):
             generated = output.outputs[0]
-            future.set_result(Completion(generated.text, len(output.prompt_token_ids or []),
-                                         output.num_cached_tokens, len(generated.token_ids),
-                                         round((done - started) * 1000, 3)))
+            request.future.set_result(Completion(generated.text, len(output.prompt_token_ids or []),
+                                                 output.num_cached_tokens, len(generated.token_ids),
+                                                 round((done - request.started) * 1000, 3)))
 
     def close(self) -> None:
         self.requests.put(None)

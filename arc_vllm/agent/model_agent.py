@@ -50,8 +50,7 @@ class ModelAgent:
     def act(self, messages: list[dict]) -> tuple[str, str]:
         session = {"session": self.session} if getattr(self.backend, "kv_reuse", False) else {}
         completion = self.backend.complete(messages, self.max_tokens, regex=self.action_regex, **session)
-        self.usage = {"cached_tokens": completion.cached_tokens, "engine_prompt_tokens": completion.prompt_tokens,
-                      "generated_tokens": completion.generated_tokens, "model_ms": completion.ms}
+        self.usage = {"cached_tokens": completion.cached_tokens, "generated_tokens": completion.generated_tokens}
         return parse_reply(completion.text)
 
 

@@ -55,9 +55,6 @@ class Catalog:
     def page_ids(self, page: int) -> list[str]:
         return self.entries[(page - 1) * self.per_page: page * self.per_page]
 
-    def page_of(self, id: str) -> int:
-        return self._position[id] // self.per_page + 1
-
     def render(self, page: int | None = None) -> str:
         """The text of one page ('' while the store is empty); every stub shown is cited."""
         page = self.current if page is None else page

@@ -68,7 +68,7 @@ def model_for(name: str | None, engine: str, device: str) -> tuple[str, Model]:
     if Path(name).is_dir():
         return name, Model.from_folder(name)
     if engine == "vllm":
-        raise SystemExit(f"--model {name}: the vLLM engine needs a model folder")
+        raise ProfileError(f"--model {name}: the vLLM engine needs a model folder")
     return name, Model.named(name)
 
 
@@ -118,9 +118,15 @@ def open_engine(engine: str, loaded: str, model: Model, device: str, contexts, b
     return TorchDecode(model, device)
 
 
+class ProfileError(ValueError):
+    """A profile that cannot be run as asked (the CLI reports it and exits)."""
+
+
 def profile(engine: str = "vllm", model_name: str | None = None, hardware_choice: str = "auto",
             contexts=DEFAULT_CONTEXTS, batches=DEFAULT_BATCHES, steps: int = 6,
             trace: str | None = None, trace_calls: int = 8, kv_cache_gib: float | None = None) -> dict:
+    if trace and engine != "vllm":  # before anything is measured
+        raise ProfileError("--trace needs the vLLM engine (prefill and decode of real calls)")
     import torch
 
     device = "cuda" if torch.cuda.is_available() else "cpu"
@@ -162,8 +168,6 @@ def profile(engine: str = "vllm", model_name: str | None = None, hardware_choice
                          "cells_within": sum(within([r]) for r in ratios), "cells": len(ratios),
                          "fit_r2_at_least_0.9": result["fit"]["r2"] >= 0.9}
     if trace:
-        if probe.max_prompt is None:
-            raise SystemExit("--trace needs the vLLM engine (prefill and decode of real calls)")
         from arc_vllm.cost.trace import replay_trace
 
         run_call = (lambda call: probe.call_seconds(call.prompt_tokens, call.generated_tokens))

@@ -44,7 +44,6 @@ class ArcKVConnector(KVConnectorBase_V1):
     def __init__(self, vllm_config, role, kv_cache_config=None):
         super().__init__(vllm_config=vllm_config, role=role, kv_cache_config=kv_cache_config)
         config = KVReuseConfig.of_extra(self._kv_transfer_config.kv_connector_extra_config)
-        self.min_run = config.min_run
         if role == KVConnectorRole.SCHEDULER:
             from arc_vllm.kv.connector_scheduler import ArcKVScheduler
 

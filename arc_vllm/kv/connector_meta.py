@@ -45,10 +45,6 @@ class ArcKVMetadata(KVConnectorMetadata):
 class ArcKVHandshake(KVConnectorHandshakeMetadata):
     checks: list[dict] = field(default_factory=list)  # LayoutCheck.to_dict() per checked layout
 
-    @property
-    def ok(self) -> bool:
-        return bool(self.checks) and all(check["ok"] for check in self.checks)
-
 
 @dataclass
 class ArcKVStats(KVConnectorStats):

@@ -29,7 +29,7 @@ class HistoryStep:
 
 
 class StepHistory:
-    name = "masking"
+    name = "step_history"  # the base: every subclass names itself
 
     def __init__(self, counter, budget_tokens: int, *, task: str, system: str = SYSTEM):
         self.counter = counter

@@ -22,6 +22,11 @@ extend, the longest one if several do. Otherwise:
   recallable.
 
 Keys are chained hashes, so finding the longest match is one pass over the request's messages.
+The index holds at most ``max_sessions`` sessions, the least recently remembered forgotten
+first: a durable session stays indexed when it is unloaded (its conversation reloads it), so
+without the bound a server with a store folder would grow by one entry per conversation for
+good. A forgotten session is still there by its id; only a conversation that names none
+starts a new one.
 
 Run ``python -m arc_vllm.serving.conversation_index`` for an example.
 """
@@ -29,8 +34,11 @@ Run ``python -m arc_vllm.serving.conversation_index`` for an example.
 from __future__ import annotations
 
 import hashlib
+from collections import OrderedDict
 
 from arc_vllm.core.transcript import fingerprint
+
+MAX_INDEXED = 65536  # sessions found by their conversation, the most recently used
 
 
 def client_scope(caller: str, conversation: str | None) -> str:
@@ -50,9 +58,11 @@ def chain(scope: str, prints: list[str]) -> list[str]:
 
 
 class ConversationIndex:
-    def __init__(self):
+    def __init__(self, max_sessions: int = MAX_INDEXED):
+        self.max_sessions = max_sessions
         self.sessions: dict[str, str] = {}  # key of a conversation so far -> session id
-        self.keys: dict[str, tuple[str, str]] = {}  # session id -> (its current key, its start key)
+        # session id -> (its current key, its start key), least recently remembered first
+        self.keys: OrderedDict[str, tuple[str, str]] = OrderedDict()
         self.starts: dict[str, str] = {}  # key of a conversation's first message -> session id
 
     def find(self, scope: str, messages: list[dict]) -> str | None:
@@ -79,6 +89,8 @@ class ConversationIndex:
             self.sessions[keys[-1]] = id
             self.starts[keys[0]] = id
             self.keys[id] = (keys[-1], keys[0])
+            while len(self.keys) > self.max_sessions:
+                self.forget(next(iter(self.keys)))
 
     def forget(self, id: str) -> None:
         key, start = self.keys.pop(id, (None, None))

@@ -6,9 +6,11 @@
     arc_view_tokens                  histogram of the bounded views sent to the engine
     arc_prompt_tokens_total{api}     prompt tokens of ARC requests, as the engine counted them
     arc_prefix_cached_tokens_total{api}  of those, tokens served from vLLM's prefix cache
-    arc_store_bytes                  payload bytes held by all session stores
+    arc_store_bytes                  payload bytes held by all session stores in memory
+    arc_store_dir_bytes              the store folder's size on disk (with --arc-store-retention,
+                                     taken at each retention pass)
     arc_sessions                     sessions in memory
-    arc_sessions_unloaded_total{reason}  sessions taken out of memory (ttl, capacity): unloaded
+    arc_sessions_unloaded_total{reason}  sessions taken out of memory (ttl, capacity, retention): unloaded
                                      to their store folder, or ended without one
 
 The engine-side figures (``arc_engine_*``) come from ``serving.scheduler``, and with
@@ -40,12 +42,15 @@ for _api in APIS:  # every series present on /metrics from the start, at 0
 STORE_BYTES = Gauge("arc_store_bytes", "Payload bytes held by all ARC session stores",
                     multiprocess_mode="livemax")
 SESSIONS = Gauge("arc_sessions", "ARC sessions in memory", multiprocess_mode="livemax")
+STORE_DIR_BYTES = Gauge("arc_store_dir_bytes", "Bytes of the ARC store folder on disk",
+                        multiprocess_mode="livemax")
 UNLOADED = Counter("arc_sessions_unloaded", "ARC sessions taken out of memory (idle TTL, the "
                    "--arc-max-sessions cap): unloaded to their store folder, or ended", ["reason"])
-for _reason in ("ttl", "capacity"):
+for _reason in ("ttl", "capacity", "retention"):
     UNLOADED.labels(reason=_reason)
 
 
 def refresh(manager) -> None:
     SESSIONS.set(len(manager.sessions))
     STORE_BYTES.set(sum(session.store.num_payload_bytes for session in manager.sessions.values()))
+    STORE_DIR_BYTES.set(manager.store_bytes)

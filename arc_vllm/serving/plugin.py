@@ -20,6 +20,7 @@ options are parsed and ignored, no route is added, the engine is vLLM's own. Wit
     --arc-store-dir DIR       durable sessions (default: host memory)
     --arc-shared-sessions     several processes serve DIR (one request of a session at a time)
     --arc-implicit-sessions on|off  a request naming no session gets one by its conversation (on)
+    --arc-store-retention S   a stored session unused S seconds is removed from DIR (default: kept)
     --arc-session-ttl S       a session idle S seconds leaves memory (default: a day for
                               implicit sessions, none for explicit ones)
     --arc-max-sessions N      at most N sessions in memory, least recently used out (default 1024)
@@ -148,6 +149,9 @@ def add_arc_arguments(parser) -> None:
                        help="a session idle this long leaves memory: unloaded (reloaded on its next "
                             "request) with --arc-store-dir, else ended (410) (default: 86400 for "
                             "implicit sessions, none for explicit ones)")
+    group.add_argument("--arc-store-retention", type=float, default=None, metavar="SECONDS",
+                       help="with --arc-store-dir: a stored session unused this long is removed "
+                            "from the folder and answers 410 (default: kept)")
     group.add_argument("--arc-max-sessions", type=int, default=1024, metavar="N",
                        help="sessions held in memory; the least recently used beyond N leave "
                             "memory as after the TTL (default 1024)")
@@ -246,7 +250,8 @@ class ArcEndpoint:
             state.arc_kv_warmup = KVWarmup(engine_client, counter, recompute_tokens=args.arc_kv_reuse_recompute)
         state.arc_sessions = SessionManager(counter, model_config.max_model_len,
                                             budgets_from(args), args.arc_store_dir, shared=shared,
-                                            ttl_s=args.arc_session_ttl, max_sessions=args.arc_max_sessions)
+                                            ttl_s=args.arc_session_ttl, max_sessions=args.arc_max_sessions,
+                                            store_retention_s=args.arc_store_retention)
         state.arc_implicit_sessions = args.arc_implicit_sessions == "on"
         from arc_vllm.serving import metrics
 

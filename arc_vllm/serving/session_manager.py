@@ -9,7 +9,11 @@ session; else ``implicit_ttl_s``, a day, for implicit sessions and none for expl
 the least recently used beyond ``max_sessions`` in memory, leaves memory. With a store folder it is only unloaded: the
 next request reloads it exactly from its folder. Without one it is gone, and a request naming
 it gets 410 (not 404: the client learns its session ended, and can start another). A session
-serving a request is never ended under it.
+serving a request is never ended under it. With ``store_retention_s``
+(``--arc-store-retention``) a stored session unused that long is removed from the folder too,
+and answers 410 naming the option; ``store_bytes`` is the folder's size, taken at each such
+pass. A session id is checked against the form ARC gives (``sess_`` and 24 hex digits) before
+any file is looked for: anything else is an unknown session (404), never a path.
 
 Implicit sessions (a request that names none) are found by their conversation
 (``serving/conversation_index.py``): the client's own id for it where it sends one, else the
@@ -25,6 +29,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import re
 import secrets
 import shutil
 import time
@@ -38,14 +43,22 @@ from arc_vllm.serving.sessions import BUDGET_FIELDS, Session, SessionError, file
 
 logger = logging.getLogger(__name__)
 MAX_ENDED = 65536  # ended session ids remembered (for 410), most recent
+SESSION_ID = re.compile(r"sess_[0-9a-f]{24}")  # what ``create`` gives; nothing else names a folder
 
 
 class SessionManager:
     def __init__(self, counter, context_window: int, defaults: dict, store_dir: str | None = None,
                  shared: bool = False, lock_timeout_s: float = 60.0, ttl_s: float | None = None,
-                 max_sessions: int | None = 1024, implicit_ttl_s: float = 86400.0):
+                 max_sessions: int | None = 1024, implicit_ttl_s: float = 86400.0,
+                 store_retention_s: float | None = None):
         if ttl_s is not None and ttl_s <= 0:
             raise ValueError(f"--arc-session-ttl: must be > 0 seconds (got {ttl_s})")
+        if store_retention_s is not None and (store_retention_s <= 0 or not store_dir):
+            raise ValueError(f"--arc-store-retention: must be > 0 seconds, with --arc-store-dir "
+                             f"(got {store_retention_s}, store {store_dir or 'none'})")
+        self.store_retention_s = store_retention_s
+        self._retention_pass = float("-inf")  # when stored sessions were last checked
+        self.store_bytes = 0  # the store folder's size at the last such check
         self.implicit_ttl_s = implicit_ttl_s
         self._idle_pass = float("-inf")  # when sessions were last checked for idleness
         if max_sessions is not None and max_sessions < 1:
@@ -75,11 +88,20 @@ class SessionManager:
             self.store_dir.mkdir(parents=True, exist_ok=True)
             if not shared:  # this process owns every session: open them all now
                 for folder in sorted(self.store_dir.iterdir()):
-                    if (folder / "session.json").exists():
+                    if self.stored(folder.name):
                         session = self.load(folder)
                         self.sessions[session.id] = session
                         self.remember(session)
-                self.sweep()
+            self.sweep()
+
+    def stored(self, id) -> Path | None:
+        """The folder of the stored session ``id``: only an id of the form ARC gives is looked
+        for on disk (a 5,000-character one, a path, is no session), and only a folder that
+        holds a session."""
+        if self.store_dir is None or not isinstance(id, str) or not SESSION_ID.fullmatch(id):
+            return None
+        folder = self.store_dir / id
+        return folder if (folder / "session.json").exists() else None
 
     def load(self, folder: Path) -> Session:
         """A session as its folder holds it (its store read, its context rebuilt)."""
@@ -136,7 +158,7 @@ class SessionManager:
         scope = client_scope(caller, client_id)
         for find in (self.implicit.find, self.implicit.find_rewritten if client_id else None):
             id = find(scope, messages) if find else None
-            if id is not None and (id in self.sessions or (self.store_dir and (self.store_dir / id / "session.json").exists())):
+            if id is not None and (id in self.sessions or self.stored(id)):
                 return id
             if id is not None:  # ended meanwhile: the conversation starts a new session
                 self.implicit.forget(id)
@@ -160,7 +182,7 @@ class SessionManager:
         rows = [dict(session.summary(), in_memory=True) for session in self.sessions.values()]
         if self.store_dir:
             for folder in self.store_dir.iterdir():
-                if folder.name not in self.sessions and (folder / "session.json").exists():
+                if folder.name not in self.sessions and self.stored(folder.name):
                     try:
                         state = json.loads((folder / "session.json").read_text())
                     except (OSError, ValueError):
@@ -189,6 +211,9 @@ class SessionManager:
                 if not self.busy(id):
                     self.end(id, "capacity", f"the least recently used beyond --arc-max-sessions "
                                              f"{self.max_sessions}")
+        if self.store_retention_s is not None and now - self._retention_pass >= min(60.0, self.store_retention_s / 4):
+            self._retention_pass = now
+            self.expire_stored()
         if now - self._idle_pass < 1.0:
             return
         self._idle_pass = now
@@ -196,6 +221,48 @@ class SessionManager:
             ttl = self.ttl_of(self.sessions.get(id))
             if ttl is not None and now - used > ttl and not self.busy(id):
                 self.end(id, "ttl", f"idle for more than {ttl:g} s (--arc-session-ttl)")
+
+    def expire_stored(self) -> None:
+        """Remove the stored sessions unused for ``store_retention_s`` (their last request
+        wrote session.json) from the folder, none serving a request (under its file lock when
+        shared); and take the folder's size."""
+        from arc_vllm.serving import metrics
+
+        why = f"unused for more than {self.store_retention_s:g} s and removed from the store (--arc-store-retention)"
+        total = 0
+        for folder in list(self.store_dir.iterdir()):
+            if not self.stored(folder.name):
+                continue
+            id = folder.name
+            try:
+                unused = time.time() - (folder / "session.json").stat().st_mtime
+            except OSError:  # removed meanwhile by another process
+                continue
+            if unused <= self.store_retention_s or self.busy(id):
+                total += sum(path.stat().st_size for path in folder.iterdir() if path.is_file())
+                continue
+            try:
+                lock = session_lock.take(folder / "session.lock", 0) if self.shared else None
+            except session_lock.SessionBusy:  # another process serves it now
+                continue
+            try:
+                if id in self.sessions:
+                    self.sessions.pop(id).close()
+                    self.last_used.pop(id, None)
+                shutil.rmtree(folder, ignore_errors=True)
+            finally:
+                if lock is not None:
+                    lock.release()
+            self.implicit.forget(id)
+            self.remember_ended(id, why)
+            metrics.UNLOADED.labels(reason="retention").inc()
+            logger.info("ARC session %s removed from the store (%s)", id, why)
+        self.store_bytes = total
+
+    def remember_ended(self, id: str, why: str) -> None:
+        self.ended[id] = why
+        while len(self.ended) > MAX_ENDED:
+            self.ended.popitem(last=False)
 
     def end(self, id: str, reason: str, why: str) -> None:
         """Take a session out of memory: unloaded (a store folder keeps it) or gone (410)."""
@@ -212,9 +279,7 @@ class SessionManager:
             logger.info("ARC session %s unloaded (%s); its folder keeps it", id, why)
             return
         self.implicit.forget(id)
-        self.ended[id] = why
-        while len(self.ended) > MAX_ENDED:
-            self.ended.popitem(last=False)
+        self.remember_ended(id, why)
         logger.info("ARC session %s ended (%s)", id, why)
 
     @contextlib.asynccontextmanager
@@ -257,10 +322,19 @@ class SessionManager:
             self.in_use.pop(id, None)
 
     def folder_of(self, id: str) -> Path:
-        folder = self.store_dir / id if isinstance(id, str) and id.startswith("sess_") else None
-        if folder is None or "/" in id or not (folder / "session.json").exists():
-            raise SessionError(f"no ARC session {id!r}; create one with POST /v1/arc/sessions", 404)
+        folder = self.stored(id)
+        if folder is None:
+            self.unknown(id)
         return folder
+
+    def unknown(self, id) -> None:
+        """Raise for a session that is not here: 410 if it ended, else 404 (the id shown
+        shortened: it is whatever the request said)."""
+        if isinstance(id, str) and id in self.ended:
+            raise SessionError(f"ARC session {id!r} has ended ({self.ended[id]}) and was not "
+                               "kept; start a new one", 410)
+        shown = id if isinstance(id, str) and len(id) <= 64 else f"{str(id)[:40]}... ({len(str(id))} characters)"
+        raise SessionError(f"no ARC session {shown!r}; create one with POST /v1/arc/sessions", 404)
 
     def check_out(self, id: str, folder: Path) -> Session:
         """Under the session's lock: this process's copy if still current, else the folder's."""
@@ -278,16 +352,11 @@ class SessionManager:
         """A session owned by this process (not shared; shared ones go through ``using``),
         reloaded from its folder if it was unloaded."""
         session = self.sessions.get(id) if isinstance(id, str) else None
-        if session is None and isinstance(id, str) and self.store_dir and not self.shared:
-            folder = self.store_dir / id
-            if id.startswith("sess_") and "/" not in id and (folder / "session.json").exists():
-                session = self.sessions[id] = self.load(folder)
-                self.num_unloaded = max(0, self.num_unloaded - 1)
+        if session is None and not self.shared and (folder := self.stored(id)):
+            session = self.sessions[id] = self.load(folder)
+            self.num_unloaded = max(0, self.num_unloaded - 1)
         if session is None:
-            if id in self.ended:
-                raise SessionError(f"ARC session {id!r} has ended ({self.ended[id]}) and was not "
-                                   "kept (no --arc-store-dir); start a new one", 410)
-            raise SessionError(f"no ARC session {id!r}; create one with POST /v1/arc/sessions", 404)
+            self.unknown(id)
         self.touch(id)
         self.sweep()
         return session
