@@ -79,6 +79,31 @@ def test_trace_replay_arithmetic_with_a_stand_in_engine():
     assert [c.prompt_tokens for c in sample([Call(i, 1) for i in range(10)], 3)] == [0, 4, 9]
 
 
+def test_the_calibrated_model_recovers_a_known_engine_and_checks_itself_on_cells_it_was_not_fitted_on():
+    from arc_vllm.cost import calibrated
+
+    truth = calibrated.Calibrated(t_step_s=0.03, k_mem=2.5, k_flop=0.4)
+    cells = [{"nominal_context": context, "context_tokens": context + 3, "batch": batch,
+              "measured_s": truth.predict(MODEL, MACHINE, context + 3, batch)}
+             for context in (256, 1024, 4096, 8192) for batch in (1, 4, 16)]
+    fitted, held_out = calibrated.split(cells)
+    assert len(fitted) == len(held_out) == 6 and not {id(c) for c in fitted} & {id(c) for c in held_out}
+    # Every context and every batch is on both sides of the checkerboard.
+    for key in ("nominal_context", "batch"):
+        assert {c[key] for c in fitted} == {c[key] for c in held_out}
+    report = calibrated.report(cells, MODEL, MACHINE)
+    assert report["t_step_s"] == pytest.approx(0.03) and report["k_mem"] == pytest.approx(2.5)
+    assert report["k_flop"] == pytest.approx(0.4)
+    assert all(row["ratio"] == pytest.approx(1) for row in report["held_out"]) and report["held_out_within"]
+    # Noise on the held-out half: the check says so, and names the worst cell.
+    noisy = [dict(c, measured_s=c["measured_s"] * (1.5 if c in held_out[:1] else 1)) for c in cells]
+    report = calibrated.report(noisy, MODEL, MACHINE)
+    assert not report["held_out_within"] and report["worst_ratio"] == pytest.approx(1.5)
+    # Coefficients never go negative, whatever the data say.
+    falling = [dict(c, measured_s=0.05 - 1e-6 * c["context_tokens"]) for c in cells]
+    assert all(value >= 0 for value in calibrated.fit(falling, MODEL, MACHINE).__dict__.values())
+
+
 def test_counter_parsers_read_the_tools_csv():
     ncu = ('==PROF== Connected to process\n"ID","Kernel Name","Metric Name","Metric Unit","Metric Value"\n'
            '"0","gemv","dram__bytes_read.sum","Mbyte","1,024.5"\n'
@@ -105,7 +130,7 @@ def test_the_real_vllm_engine_profile_and_trace_on_the_tiny_model(tmp_path):
         {"method": "arc", "passed": True, "trace": [["agent", 300, 4, None, 0], ["agent", 500, 4, None, 0]]},
         {"method": "sliding_window", "passed": True, "trace": [["agent", 900, 4, None, 0]] * 3}]) + "\n")
     result = run_profile(tmp_path / "vllm", "--model", str(prepare_tiny()), "--contexts", "128,512",
-                         "--batches", "1,2", "--steps", "3", "--trace", str(trace))
+                         "--batches", "1,2", "--steps", "3", "--repeats", "2", "--trace", str(trace))
     assert {"copy_bytes_per_s", "flops_per_s", "memory_bytes"} <= set(result["calibration"])
     assert result["hardware"]["bandwidth_bytes_s"] == result["calibration"]["copy_bytes_per_s"]
     assert len(result["decode"]) == 4 and result["prefill"]
@@ -122,6 +147,23 @@ def test_the_real_vllm_engine_profile_and_trace_on_the_tiny_model(tmp_path):
     assert methods["sliding_window"]["measured_ratio_to_baseline"] == pytest.approx(1)
     assert (tmp_path / "vllm" / "decode.png").stat().st_size > 0
     assert "Recorded calls replayed" in (tmp_path / "vllm" / "profile.md").read_text()
+    # Measured cleanly: each cell visited twice (shuffled, after a warm-up), its median kept.
+    for cell in result["decode"]:
+        assert len(cell["visits_s"]) == 2 and min(cell["visits_s"]) <= cell["measured_s"] <= max(cell["visits_s"])
+    assert result["measurement"]["repeats"] == 2 and len(result["measurement"]["load_average_before"]) == 3
+    # The calibrated model: fitted on half the cells, its figures on the other half.
+    fit = result["calibrated"]
+    assert len(fit["fitted_cells"]) == len(fit["held_out"]) == 2 and min(fit["t_step_s"], fit["k_mem"]) >= 0
+    for row in fit["held_out"]:
+        assert row["ratio"] == pytest.approx(row["measured_s"] / row["predicted_s"])
+    assert "calibrated_ratio_to_baseline" in methods["arc"]
+    assert "Calibrated model" in (tmp_path / "vllm" / "profile.md").read_text()
+    # A second run set beside the first.
+    again = run_profile(tmp_path / "again", "--model", str(prepare_tiny()), "--contexts", "128,512",
+                        "--batches", "1,2", "--steps", "2", "--repeats", "1",
+                        "--compare", str(tmp_path / "vllm" / "profile.json"))
+    previous = again["against_previous"]
+    assert previous["previous_t_step_s"] == fit["t_step_s"] and previous["relative_difference"] >= 0
 
 
 @pytest.mark.slow

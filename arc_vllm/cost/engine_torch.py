@@ -104,9 +104,6 @@ class TorchDecode:
     reads_counters = True  # the step is plain torch: ncu/rocprofv3 can wrap it
     max_prompt = None  # no real calls: --trace needs the vLLM engine
 
-    def decode_cells(self, context: int, batches: list[int], steps: int) -> list[dict]:
-        return [self.decode_cell(context, batch, steps) for batch in batches]
-
     def prefill_seconds(self, prompt_tokens: int) -> float | None:
         return None  # decode only
 

@@ -47,6 +47,7 @@ def markdown(result: dict) -> str:
     for context, fit in result["fit"]["against_inverse_batch"].items():
         lines.append(f"| {context} | {_g(fit['r2'])} | {_g(fit['slope'], 1e3)} | {_g(fit['model_slope'], 1e3)} | "
                      f"{_g(fit['intercept'], 1e3)} | {_g(fit['model_intercept'], 1e3)} |")
+    lines += calibrated_lines(result)
     if result["prefill"]:
         lines += ["", "## Prefill", "", "| prompt tokens | measured ms | predicted ms | ratio |",
                   "|---:|---:|---:|---:|"]
@@ -72,7 +73,53 @@ def markdown(result: dict) -> str:
                          f"{_g(row.get('measured_ratio_to_baseline'))} | {_g(row.get('modelled_ratio_to_baseline'))} | "
                          f"{_g(row.get('measured_attempt_ratio_to_baseline'))} | "
                          f"{_g(row.get('modelled_attempt_ratio_to_baseline'))} |")
+        if any("calibrated_ratio_to_baseline" in row for row in trace["methods"].values()):
+            lines += ["", "With the calibrated step model for decode (its per-step cost included):", "",
+                      "| method | calibrated s/success | calibrated ratio | calibrated ratio per attempt |",
+                      "|---|---:|---:|---:|"]
+            for method, row in trace["methods"].items():
+                lines.append(f"| {method} | {_g(row.get('calibrated_s_per_success'))} | "
+                             f"{_g(row.get('calibrated_ratio_to_baseline'))} | "
+                             f"{_g(row.get('calibrated_attempt_ratio_to_baseline'))} |")
     return "\n".join(lines) + "\n"
+
+
+def calibrated_lines(result: dict) -> list[str]:
+    """The calibrated model: its fit, the held-out cells, how the run was measured, and the
+    run it was compared with."""
+    fit, measurement = result.get("calibrated"), result.get("measurement")
+    if not fit:
+        return []
+    low, high = fit["range"]
+    lines = ["", "## Calibrated model (the roofline's terms plus a per-step cost)", "",
+             f"t = t_step + k_mem memory_s + k_flop compute_s, fitted on {len(fit['fitted_cells'])} cells "
+             f"(a checkerboard over context and batch): t_step {_g(fit['t_step_s'], 1e3)} ms, "
+             f"k_mem {_g(fit['k_mem'])}, k_flop {_g(fit['k_flop'])}. On the other "
+             f"{len(fit['held_out'])} cells, measured / predicted:", "",
+             "| context | batch | measured ms | predicted ms | ratio |", "|---:|---:|---:|---:|---:|"]
+    for row in fit["held_out"]:
+        lines.append(f"| {row['context']:.0f} | {row['batch']} | {_g(row['measured_s'], 1e3)} | "
+                     f"{_g(row['predicted_s'], 1e3)} | {row['ratio']:.2f} |")
+    every = fit["all_cells"]
+    lines += ["", f"Worst held-out ratio {fit['worst_ratio']:.2f}; every held-out cell in [{low}, {high}]: "
+              f"{'yes' if fit['held_out_within'] else 'no'}. Fitted on every cell: t_step "
+              f"{_g(every['t_step_s'], 1e3)} ms, k_mem {_g(every['k_mem'])}, k_flop {_g(every['k_flop'])}."]
+    if measurement:
+        lines += ["", f"Measured: {measurement['repeats']} visits per cell, {measurement['steps']} decode "
+                  f"steps each, {measurement['order']}; the widest spread of a cell's visits "
+                  f"{measurement['worst_spread']:.0%} of its median; load average "
+                  f"{measurement['load_average_before'][0]:.2f} before, {measurement['load_average_after'][0]:.2f} "
+                  f"after, on {measurement['cpus']} CPUs."]
+    previous = result.get("against_previous")
+    if previous:
+        agree = "within 10%" if previous["within_10_percent"] else f"{previous['relative_difference']:.0%} apart"
+        lines += ["", f"Against {previous['file']}: t_step {_g(previous['t_step_s'], 1e3)} ms now, "
+                  f"{_g(previous['previous_t_step_s'], 1e3)} ms then ({agree}); k_mem "
+                  f"{_g(previous['k_mem'])} against {_g(previous['previous_k_mem'])}; load average "
+                  f"{previous['load_average'][0]:.2f} now"
+                  + (f", {previous['previous_load_average'][0]:.2f} then" if previous.get("previous_load_average") else "")
+                  + "."]
+    return lines
 
 
 def traffic_line(result: dict) -> str:

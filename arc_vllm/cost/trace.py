@@ -5,8 +5,10 @@ tokens (``trace``). Per method, an evenly spaced sample of those calls is run on
 (random tokens of the recorded lengths, one at a time, prefix caching off: every prompt token
 is prefilled, as the roofline counts it). Per method:
 
-    measured s/success = mean measured s per sampled call * calls / successes
-    modelled s/success = sum over every call of the roofline at batch 1 / successes
+    measured s/success   = mean measured s per sampled call * calls / successes
+    modelled s/success   = sum over every call of the roofline at batch 1 / successes
+    calibrated s/success = the same with the calibrated step model (``cost.calibrated``: the
+                           roofline's terms plus the engine's per-step cost) for decode
 
 and the ratio of one method to the baseline (sliding_window by default), measured beside
 modelled; the same per attempt (defined where a method has no success). Batch 1 is what the replay runs; the paper's batched figures are ``arc-vllm cost``.
@@ -26,6 +28,13 @@ def call_seconds(call: Call, model: Model, hardware: Hardware) -> float:
     return prefill_seconds(model, hardware, call.prompt_tokens) + decode
 
 
+def calibrated_call_seconds(call: Call, model: Model, hardware: Hardware, calibrated) -> float:
+    """One call at batch 1 with the calibrated step model for its decode steps (its prefill as
+    the roofline has it: the calibration is of decode steps)."""
+    decode = call.generated_tokens * calibrated.predict(model, hardware, call.context, 1)
+    return prefill_seconds(model, hardware, call.prompt_tokens) + decode
+
+
 def sample(calls: list[Call], count: int) -> list[Call]:
     if len(calls) <= count:
         return list(calls)
@@ -35,8 +44,9 @@ def sample(calls: list[Call], count: int) -> list[Call]:
 
 def replay_trace(rows: list[dict], run_call, model: Model, hardware: Hardware,
                  calls_per_method: int = 8, max_prompt_tokens: int | None = None,
-                 baseline: str = "sliding_window") -> dict:
-    """``run_call(Call) -> seconds`` runs one call on the engine."""
+                 baseline: str = "sliding_window", calibrated=None) -> dict:
+    """``run_call(Call) -> seconds`` runs one call on the engine; ``calibrated`` (a
+    ``cost.calibrated.Calibrated``) adds the calibrated model's figures beside the roofline's."""
     methods: dict[str, list[dict]] = {}
     for row in rows:
         methods.setdefault(row["method"], []).append(row)
@@ -60,10 +70,15 @@ def replay_trace(rows: list[dict], run_call, model: Model, hardware: Hardware,
             "modelled_s_per_attempt": modelled_total / len(attempts),
             "measured_s_per_success": mean_measured * len(calls) / per_success,
             "modelled_s_per_success": modelled_total / per_success}
+        if calibrated is not None:
+            total = sum(calibrated_call_seconds(c, model, hardware, calibrated) for c in calls)
+            out[method].update(calibrated_s_per_attempt=total / len(attempts),
+                               calibrated_s_per_success=total / per_success)
+    kinds = ("measured", "modelled") + (("calibrated",) if calibrated is not None else ())
     if baseline in out:
         base = out[baseline]
         for figures in out.values():
-            for kind in ("measured", "modelled"):
+            for kind in kinds:
                 figures[f"{kind}_ratio_to_baseline"] = (figures[f"{kind}_s_per_success"]
                                                         / base[f"{kind}_s_per_success"])
                 # Per attempt too: defined where a method has no success.

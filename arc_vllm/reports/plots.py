@@ -57,7 +57,8 @@ def plot_hbm(groups: dict[str, dict[str, float]], path: Path) -> Path:
 
 
 def plot_decode(cells: list[dict], path: Path, title: str) -> Path:
-    """Decode step time against context, per batch: measured (points) and roofline (lines)."""
+    """Decode step time against context, per batch: measured (points), the roofline (dashed)
+    and, where the cells carry it, the calibrated model (dotted)."""
     plt = _pyplot()
     figure, axes = plt.subplots(figsize=(6.5, 4.2))
     for index, batch in enumerate(sorted({cell["batch"] for cell in cells})):
@@ -68,6 +69,9 @@ def plot_decode(cells: list[dict], path: Path, title: str) -> Path:
                   label=f"batch {batch} measured")
         axes.plot(xs, [1e3 * c["predicted_s"] for c in chosen], "--", color=color,
                   label=f"batch {batch} roofline")
+        if all("calibrated_s" in c for c in chosen):
+            axes.plot(xs, [1e3 * c["calibrated_s"] for c in chosen], ":", color=color,
+                      label=f"batch {batch} calibrated")
     axes.set_xscale("log", base=2)
     axes.set_xlabel("context tokens")
     axes.set_ylabel("decode step (ms)")
