@@ -60,7 +60,7 @@ except Exception as error:
     report["bench"] = f"no benchmark: {error}"
 try:
     profile = json.loads((out / "profile" / "profile.json").read_text())
-    report["profile"] = {key: profile[key] for key in ("calibration", "hardware", "decode", "fit",
+    report["profile"] = {key: profile[key] for key in ("calibration", "hardware", "decode", "fit", "calibrated",
                                                         "targets", "traffic", "peak_memory_bytes")}
 except Exception as error:
     report["profile"] = f"no profile: {error}"

@@ -174,6 +174,10 @@ def test_the_torch_step_profile_has_the_models_shapes(tmp_path):
     model = result["model"]
     assert result["kv_bytes"]["torch_weight_bytes"] == pytest.approx(model["parameters"] * 2, rel=0.05)
     assert "not measured" in result["traffic"]["reason"]
+    # The calibrated fit runs on this engine too (bench/gpu_check.sh's path on a GPU).
+    calibrated = result["calibrated"]
+    assert calibrated["t_step_s"] >= 0 and len(calibrated["held_out"]) == 2
+    assert {"context", "batch", "measured_s", "predicted_s"} <= set(calibrated["held_out"][0])
 
 
 def test_a_trace_with_the_torch_engine_is_refused_before_anything_is_measured(monkeypatch):
