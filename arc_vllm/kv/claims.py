@@ -72,6 +72,19 @@ def plan_claim(saved: SavedPrompt | None, prompt: list[int], hit: int, min_run: 
     return claim_pieces(saved.movable, saved.index, prompt, hit, min_run, recompute_tokens)
 
 
+def taken(pieces: Pieces, tokens: int) -> Pieces:
+    """The pieces' first ``tokens`` tokens (they are contiguous in the new prompt): what is
+    claimed when vLLM takes less of a plan than was offered (none, to keep a local partial
+    block; whole blocks only, for some attention kinds)."""
+    kept = []
+    for new, old, length in pieces:
+        if tokens <= 0:
+            break
+        kept.append((new, old, min(length, tokens)))
+        tokens -= length
+    return kept
+
+
 @dataclass
 class ViewInProgress:
     """A session's view between its first request (a warm-up stage, or the request itself)

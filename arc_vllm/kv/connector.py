@@ -35,6 +35,7 @@ from __future__ import annotations
 
 from vllm.distributed.kv_transfer.kv_connector.v1.base import KVConnectorBase_V1, KVConnectorRole
 
+from arc_vllm import vllm_compat
 from arc_vllm.kv.config import KVReuseConfig
 from arc_vllm.kv.connector_meta import (ArcKVHandshake, ArcKVMetadata, ArcKVPromMetrics,
                                                 ArcKVStats)
@@ -42,6 +43,7 @@ from arc_vllm.kv.connector_meta import (ArcKVHandshake, ArcKVMetadata, ArcKVProm
 
 class ArcKVConnector(KVConnectorBase_V1):
     def __init__(self, vllm_config, role, kv_cache_config=None):
+        vllm_compat.check(kv_reuse=True)  # however it was installed, before anything is built
         super().__init__(vllm_config=vllm_config, role=role, kv_cache_config=kv_cache_config)
         config = KVReuseConfig.of_extra(self._kv_transfer_config.kv_connector_extra_config)
         if role == KVConnectorRole.SCHEDULER:

@@ -9,9 +9,14 @@ are dropped, oldest first.
 
 vLLM's contract, kept here:
 
-- ``get_num_new_matched_tokens`` may be called again for a request that could not be
-  allocated (it waits for blocks): each call replans from scratch, so repeated calls agree
-  and nothing is counted twice; a claim counts once it is scheduled (``build_connector_meta``).
+- ``get_num_new_matched_tokens`` only plans, and writes nothing: vLLM may call it again and
+  again for a request that waits for blocks, with a prefix hit that changes meanwhile (other
+  requests fill or evict prefix blocks). Once vLLM has allocated the request's blocks,
+  ``update_state_after_alloc`` records the request and how many of the planned tokens vLLM
+  took; that step's ``build_connector_meta`` reads the hit it was scheduled with (its
+  computed tokens less those taken), plans again from there (the same plan: nothing it
+  depends on changes within a scheduling pass), starts the session's view in progress at
+  that hit, counts the claim and sends it to the workers.
 - ``request_finished`` runs once per request, finished or aborted: it drops everything held
   for the request, and the session's view in progress when the request was to save it (or was
   one of its warm-up stages) and was aborted before its prompt was complete.
@@ -29,7 +34,7 @@ from collections import OrderedDict
 
 from prometheus_client import Gauge
 
-from arc_vllm.kv.claims import SavedPrompt, ViewInProgress, plan_claim
+from arc_vllm.kv.claims import Pieces, SavedPrompt, ViewInProgress, plan_claim, taken
 from arc_vllm.kv.connector_meta import ArcKVMetadata, ArcKVStats, Load, Save
 from arc_vllm.kv.extra_args import ArcExtraArgs
 from arc_vllm.kv.spans import claimed_tokens
@@ -54,8 +59,11 @@ class ArcKVScheduler:
         # to the workers in the same step's metadata: an OrderedDict, evicted below, says both
         # plainly (a cachetools cache would evict inside an assignment, out of sight).
         self.saved: OrderedDict[str, SavedPrompt] = OrderedDict()
-        self.plans: dict[str, list[tuple[int, int, int]]] = {}  # request id -> pieces
-        self.sessions: dict[str, str] = {}  # request id -> its session, while it runs
+        self.saved_tokens = 0  # the tokens of every prompt in ``saved``
+        # request id -> (the request, the planned tokens vLLM took), from its allocation to
+        # the step's metadata
+        self.allocated: dict[str, tuple[object, int]] = {}
+        self.sessions: dict[str, str] = {}  # request id -> its session, once scheduled
         self.pending_saves: dict[str, tuple[str, list[int]]] = {}  # request id -> (session, prompt)
         self.views: dict[str, ViewInProgress] = {}  # session -> its view being built
         self.supplied: dict[str, int] = {}  # request id -> tokens supplied, until it finishes
@@ -74,28 +82,21 @@ class ArcKVScheduler:
         """Tokens whose KV this connector supplied for a running request (0 if none)."""
         return self.supplied.get(request_id, 0)
 
-    def get_num_new_matched_tokens(self, request, num_computed_tokens: int) -> tuple[int, bool]:
+    def plan(self, request, hit: int) -> Pieces:
+        """The pieces claimed for ``request`` after a prefix hit of ``hit`` tokens: a function
+        of the request, the hit and the session's saved prompt, nothing else."""
         extra = ArcExtraArgs.of_request(request)
         if not self.enabled or extra.session is None:
-            return 0, False
-        session = extra.session
-        prompt = list(request.prompt_token_ids or [])
-        self.sessions[request.request_id] = session
-        if extra.save:  # a warm-up stage claims but is not saved
-            self.pending_saves[request.request_id] = (session, prompt)
-        self.plans.pop(request.request_id, None)
-        if session not in self.views:
-            self.views[session] = ViewInProgress(num_computed_tokens)
-        pieces = plan_claim(self.saved.get(session), prompt, num_computed_tokens, self.min_run,
-                            extra.recompute_tokens)
-        if not pieces:
-            return 0, False
-        self.plans[request.request_id] = pieces
-        return claimed_tokens(pieces), False
+            return []
+        return plan_claim(self.saved.get(extra.session), list(request.prompt_token_ids or []), hit,
+                          self.min_run, extra.recompute_tokens)
+
+    def get_num_new_matched_tokens(self, request, num_computed_tokens: int) -> tuple[int, bool]:
+        return claimed_tokens(self.plan(request, num_computed_tokens)), False
 
     def update_state_after_alloc(self, request, num_external_tokens: int) -> None:
-        if num_external_tokens == 0:
-            self.plans.pop(request.request_id, None)
+        if self.enabled and ArcExtraArgs.of_request(request).session is not None:
+            self.allocated[request.request_id] = (request, num_external_tokens)
 
     def build_connector_meta(self, scheduler_output, block_ids_of) -> ArcKVMetadata:
         meta = ArcKVMetadata()
@@ -103,10 +104,23 @@ class ArcKVScheduler:
         scheduled = {new.req_id: new.num_computed_tokens for new in scheduler_output.scheduled_new_reqs}
         cached = scheduler_output.scheduled_cached_reqs
         scheduled.update(zip(cached.req_ids, cached.num_computed_tokens))
-        for request_id in scheduled:
-            pieces = self.plans.pop(request_id, None)
+        for request_id, computed in scheduled.items():
+            if request_id not in self.allocated:
+                continue
+            request, taken_tokens = self.allocated.pop(request_id)
+            extra = ArcExtraArgs.of_request(request)
+            session, hit = extra.session, computed - taken_tokens
+            if hit < 0:  # vLLM changed what it scheduled after the allocation: claim nothing
+                logger.error("request %s: %d tokens computed, %d taken from the plan; no claim",
+                             request_id, computed, taken_tokens)
+                hit, taken_tokens = computed, 0
+            self.sessions[request_id] = session
+            if extra.save:  # a warm-up stage claims but is not saved
+                self.pending_saves[request_id] = (session, list(request.prompt_token_ids or []))
+            if session not in self.views:  # the view starts at its first request's hit
+                self.views[session] = ViewInProgress(hit)
+            pieces = taken(self.plan(request, hit), taken_tokens)
             if pieces:
-                session = self.sessions[request_id]
                 meta.loads.append(Load(session, block_ids_of(request_id), pieces))
                 self.views[session].pieces.extend(pieces)
                 supplied = claimed_tokens(pieces)
@@ -124,10 +138,14 @@ class ArcKVScheduler:
             del self.pending_saves[request_id]
             meta.saves.append(Save(session, block_ids_of(request_id), len(prompt)))
             last = self.saved.pop(session, None)
+            if last is not None:
+                self.saved_tokens -= len(last.tokens)
             view = self.views.pop(session, None) or ViewInProgress(0)
             self.saved[session] = SavedPrompt(prompt, view.moved(len(prompt), last), self.min_run)
-        while sum(len(saved.tokens) for saved in self.saved.values()) > self.host_tokens:
-            dropped = self.saved.popitem(last=False)[0]
+            self.saved_tokens += len(prompt)
+        while self.saved_tokens > self.host_tokens:
+            dropped, prompt = self.saved.popitem(last=False)
+            self.saved_tokens -= len(prompt.tokens)
             self.views.pop(dropped, None)
             meta.drops.append(dropped)
         return meta
@@ -142,7 +160,7 @@ class ArcKVScheduler:
         # never be saved, and the session's next request must start a view of its own.
         if session is not None and (unsaved or aborted):
             self.views.pop(session, None)
-        self.plans.pop(request_id, None)
+        self.allocated.pop(request_id, None)
         self.supplied.pop(request_id, None)
 
     def get_kv_connector_stats(self) -> ArcKVStats | None:

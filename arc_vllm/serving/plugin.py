@@ -86,6 +86,12 @@ class EnableKVReuse(EnableArc):
     as ``--kv-transfer-config`` unless one is named."""
 
     def __call__(self, parser, namespace, values, option_string=None):
+        from arc_vllm.vllm_compat import check
+
+        try:  # before any engine process starts: a renamed vLLM internal stops the command here
+            check(kv_reuse=True)
+        except RuntimeError as error:
+            parser.error(str(error))
         super().__call__(parser, namespace, values, option_string)
         namespace.arc = True
         if getattr(namespace, "kv_transfer_config", None) is None:
@@ -231,9 +237,9 @@ class ArcEndpoint:
     async def init_state(self, engine_client, state, args) -> None:
         if not getattr(args, "arc", False) or engine_client is None:
             return
-        from arc_vllm.serving.vllm_compat import check
+        from arc_vllm.vllm_compat import check
 
-        check()  # the version logged; a missing hook fails here, at start
+        check(kv_reuse=getattr(args, "arc_kv_reuse", False))  # logged; a missing hook fails at start
         from arc_vllm.core.tokens import HFTokenCounter
         from arc_vllm.serving.session_manager import SessionManager
 
