@@ -17,7 +17,7 @@ from arc_vllm.model_prep import prepare_tiny
 from arc_vllm.serving.local import Server
 from tests.helpers.browser import chromium, dump_dom, javascript_errors
 from tests.helpers.conversations import TOOLS, tool_turn
-from tests.helpers.http import call
+from tests.helpers.http_calls import call
 
 pytestmark = pytest.mark.slow
 KEY = "inspector-test-key"

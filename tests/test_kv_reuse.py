@@ -19,7 +19,7 @@ from arc_vllm.serving.local import Server
 
 from tests.helpers.arguments import parse
 from tests.helpers.conversations import tool_turn
-from tests.helpers.http import call
+from tests.helpers.http_calls import call
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -15,7 +15,10 @@ dependency), of every module under ``arc_vllm/`` and ``kernels/`` (installed as
     serving, inspector, cost, reports, cli   the top
 
 - no two modules import each other;
-- no test module imports another (shared code lives in ``tests/helpers/``).
+- no test module imports another (shared code lives in ``tests/helpers/``);
+- no module under ``tests/helpers/`` or ``scripts/`` is named like a standard-library module
+  (a helper run as a script puts its folder first on ``sys.path``: ``helpers/http.py`` broke
+  ``urllib.request`` in the CLI round trip).
 
     pytest tests/test_layers.py
 """
@@ -136,6 +139,14 @@ def test_no_test_module_imports_another():
                    for target in imports_of(f"tests.{path.stem}", path, {})
                    if target.split(".")[-1] in tests or target.removeprefix("tests.") in tests)
     assert found == []
+
+
+def test_no_script_folder_shadows_the_standard_library():
+    import sys
+
+    shadows = sorted(f"{path.relative_to(ROOT)}" for folder in (TESTS / "helpers", ROOT / "scripts", ROOT / "bench")
+                     for path in folder.glob("*.py") if path.stem in sys.stdlib_module_names)
+    assert shadows == []
 
 
 def test_the_scan_sees_imports():

@@ -15,7 +15,7 @@ from openai import APIStatusError, OpenAI
 
 from arc_vllm.model_prep import prepare_tiny
 from arc_vllm.serving.local import Server
-from tests.helpers.http import stream_events
+from tests.helpers.http_calls import stream_events
 from tests.helpers.processes import processes_titled
 
 pytestmark = pytest.mark.slow

@@ -14,7 +14,7 @@ from openai import BadRequestError, NotFoundError, OpenAI
 from arc_vllm.model_prep import default_model_dir, prepare_tiny
 from arc_vllm.serving.local import Server
 from tests.helpers.conversations import TOOLS, tool_turn, visible_id
-from tests.helpers.http import call, stream_events, streamed_text
+from tests.helpers.http_calls import call, stream_events, streamed_text
 
 pytestmark = pytest.mark.slow
 

