@@ -106,6 +106,26 @@ def test_runs_behind_new_text_are_reached_through_warm_up_stages(smol):
     assert warmup_boundaries(None, current, BLOCK, MIN_RUN) == []
 
 
+def test_a_long_run_later_does_not_cost_the_runs_before_it(smol):
+    """Each chain of runs is a stage of its own: a planner that took the largest claim first
+    could not go back to the shorter run before it (stages run in order)."""
+    earlier = smol.tokenizer(" ".join(f"line {n}: status ok" for n in range(120)))["input_ids"]
+    new_text = smol.tokenizer("Summary: every line so far was ok. " * 5)["input_ids"]
+    stub = smol.tokenizer("[§a1b2c3d4: cat log 7, 120 lines]")["input_ids"]
+    current = earlier[:64] + new_text + earlier[300:400] + stub + earlier[450:750] + [42]
+    index = index_runs(earlier, MIN_RUN)
+    first_run = 64 + len(new_text)
+    second_run = first_run + 100 + len(stub)
+    boundaries = warmup_boundaries(earlier, current, BLOCK, MIN_RUN, min_gain=BLOCK)
+    assert boundaries == [-(-first_run // BLOCK) * BLOCK, -(-second_run // BLOCK) * BLOCK]
+    starts, ends = [64, *boundaries], [*boundaries, len(current)]
+    claimed = [claimed_tokens(claim_pieces(earlier, index, current[:end], start, MIN_RUN))
+               for start, end in zip(starts, ends)]
+    assert claimed[1] >= 100 - BLOCK and claimed[2] >= 300 - BLOCK
+    # Under a stage limit, the larger claim is the one kept.
+    assert warmup_boundaries(earlier, current, BLOCK, MIN_RUN, min_gain=BLOCK, max_stages=1) == boundaries[1:]
+
+
 def test_the_claim_hook_only_plans_and_vllm_may_take_part_of_a_plan(smol):
     """vLLM may ask ``get_num_new_matched_tokens`` again and again for a waiting request, with
     any hit: every call returns the plan for that hit and leaves the scheduler as it was. When

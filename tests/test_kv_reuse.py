@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from openai import OpenAI
 
+from arc_vllm.kv.config import default_recompute_tokens
 from arc_vllm.model_prep import prepare_tiny
 from arc_vllm.serving.local import Server
 
@@ -28,6 +29,8 @@ def test_kv_reuse_implies_arc_and_names_the_connector(monkeypatch):
     monkeypatch.delenv("VLLM_PLUGINS", raising=False)
     args = parse(["--model", "m", "--arc-kv-reuse", "--arc-kv-reuse-recompute", "32"])
     assert args.arc and args.arc_kv_reuse and args.arc_kv_reuse_recompute == 32
+    # Unnamed, the engine's dtype decides (at start, in the API process: KVWarmup).
+    assert parse(["--model", "m", "--arc-kv-reuse"]).arc_kv_reuse_recompute is None
     assert args.scheduler_cls == "arc_vllm.serving.scheduler.ArcScheduler"
     config = args.kv_transfer_config
     assert config.kv_connector == "ArcKVConnector" and config.kv_role == "kv_both"
@@ -87,6 +90,10 @@ def test_a_session_through_compactions_reuses_kv_and_loses_nothing(reusing):
             name = line.split()[0].split("{")[0]
             engine[name] = engine.get(name, 0) + float(line.split()[-1])
     assert engine["arc_kv_reuse_enabled"] == 1  # the start-up layout check passed
+    # ... and says so in the server's log, with the recomputation the API process runs with.
+    log = Path(reusing.log).read_text(errors="replace")
+    assert "KV-reuse layout check passed" in log
+    assert "tokens of each reused run are recomputed (the default for" in log
     # The connector supplied KV, counted apart from the prefix cache's, within the prompts.
     assert engine["arc_engine_kv_reused_tokens_total"] > 0
     assert engine["arc_engine_kv_reused_tokens_total"] + engine["arc_engine_prefix_cached_tokens_total"] \
@@ -120,7 +127,7 @@ def test_every_metric_the_grafana_dashboard_queries_is_on_metrics(reusing):
 def test_bench_kv_reuse_writes_its_figures(tmp_path):
     out = tmp_path / "kv-reuse"
     done = subprocess.run([str(Path(sys.executable).parent / "arc-vllm"), "bench", "kv-reuse",
-                           "--model", str(prepare_tiny()), "--turns", "3", "--recompute", "0,32", "--chains", "1",
+                           "--model", str(prepare_tiny()), "--turns", "3", "--recompute", "0,default", "--chains", "1",
                            "--niah-tasks", "1", "--niah-max-calls", "6", "--out", str(out)],
                           capture_output=True, text=True, timeout=900, cwd=ROOT,
                           env=dict(os.environ, VLLM_CPU_KVCACHE_SPACE="1"))
@@ -134,7 +141,8 @@ def test_bench_kv_reuse_writes_its_figures(tmp_path):
     assert "avx2" in where["cpu_flags"] and all(check["ok"] for check in where["kv_reuse_check"])
     assert 0 < computed["on"] < computed["off"] <= result["compaction_prompt_tokens"]
     assert result["variants"]["on"]["kv_reused_tokens"] > 0
-    assert set(result["variants"]) == {"on", "on+r32"}
+    # 'default' is what --arc-kv-reuse serves with for the engine's dtype.
+    assert set(result["variants"]) == {"on", f"on+r{default_recompute_tokens(where['dtype'])}"}
     assert 0 <= result["greedy_agreement"] <= 1 and result["mean_kl"] >= 0
     chain = result["chained"]  # one trajectory, every view in order
     assert chain["trajectories"] == 1 and chain["compaction_turns"] >= 2
@@ -143,6 +151,52 @@ def test_bench_kv_reuse_writes_its_figures(tmp_path):
     assert set(result["niah_accuracy"]) == {"off", "on"}
     assert all(0 <= accuracy <= 1 for accuracy in result["niah_accuracy"].values())
     assert "| on |" in done.stdout and "| off |" in done.stdout
+
+
+@pytest.mark.slow
+def test_the_diagnosis_separates_where_reused_kvs_error_comes_from(tmp_path):
+    """``--diagnose`` reads the reused and the recomputed KV back from the engine's cache, in
+    bfloat16 with the vec kernel forced where the engine would take amx (run unchanged on a
+    machine without AMX, where vec is the engine's own choice)."""
+    out = tmp_path / "diagnose"
+    done = subprocess.run([str(Path(sys.executable).parent / "arc-vllm"), "bench", "kv-reuse",
+                           "--model", str(prepare_tiny()), "--turns", "3", "--recompute", "0", "--chains", "0",
+                           "--niah-tasks", "0", "--diagnose", "--dtype", "bfloat16", "--attention-isa", "vec",
+                           "--out", str(out)],
+                          capture_output=True, text=True, timeout=900, cwd=ROOT,
+                          env=dict(os.environ, VLLM_CPU_KVCACHE_SPACE="1"))
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads((out / "kv_reuse.json").read_text())
+    assert result["machine"]["isa"] == "vec" and result["machine"]["dtype"] == "bfloat16"
+    diagnosis = result["diagnosis"]
+    assert diagnosis["pairs"] >= 1 and diagnosis["moved_tokens"] > 0
+    assert diagnosis["claims_as_planned"]  # the engine claimed what the rule planned
+    rounding = diagnosis["rounding"]
+    # Layer 0: the move's arithmetic only, within bfloat16's rounding; chunking changes nothing there.
+    assert 0 < rounding["on_layer0_key"] < 2 ** -5 and rounding["chunked_layer0_key"] <= rounding["on_layer0_key"]
+    assert rounding["move_unrounded_layer0_key"] <= rounding["on_layer0_key"]
+    layers = diagnosis["layers"]
+    assert len(layers) == json.loads((prepare_tiny() / "config.json").read_text())["num_hidden_layers"]
+    # The missing cross-attention: deeper layers of moved KV deviate more than the move itself.
+    assert layers[-1]["on_key"] > layers[0]["on_key"] and layers[-1]["on_value"] > 0
+    assert set(diagnosis["by_seam"]) == {"0-7", "8-31", "32-127", "128+"}
+    assert sum(row["tokens"] for row in diagnosis["by_seam"].values()) == diagnosis["moved_tokens"]
+    for mode in ("chunked", "on"):
+        assert 0 <= diagnosis["outputs"][mode]["greedy_agreement"] <= 1
+    assert "Diagnosis over" in done.stdout and "re-rotation rounding" in done.stdout
+
+
+def test_the_default_recomputation_follows_the_dtype():
+    # float32's reused KV meets the targets at 64 recomputed tokens; 16-bit dtypes need 256
+    # (docs/kv-reuse.md, "The default").
+    assert default_recompute_tokens("float32") == default_recompute_tokens("torch.float32") == 64
+    assert default_recompute_tokens("bfloat16") == default_recompute_tokens("torch.float16") == 256
+
+
+def test_a_negative_recomputation_is_refused_at_the_command_line(capsys):
+    with pytest.raises(SystemExit):
+        parse(["--model", "m", "--arc-kv-reuse", "--arc-kv-reuse-recompute", "-1"])
+    assert "expected 0 or more tokens, not -1" in capsys.readouterr().err
 
 
 def test_bench_kv_reuse_refuses_bad_options_clearly(capsys):

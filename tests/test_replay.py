@@ -32,6 +32,11 @@ def test_sample_replays_within_budget_and_recovers_everything(tmp_path):
     assert summary["full_context_over_budget_calls"] > 0  # the sample does overflow without ARC
     assert summary["prefix_reusable_tokens_total"] % 128 == 0
     assert 0 < summary["prefix_reusable_tokens_total"] < summary["prompt_tokens_total"]
+    # Uncached prefill: the calls without a compaction are the floor; reuse takes back its claims.
+    uncached = summary["uncached_prefill_tokens"]
+    assert uncached["without_kv_reuse"] == summary["prompt_tokens_total"] - summary["prefix_reusable_tokens_total"]
+    assert uncached["without_kv_reuse"] - uncached["with_kv_reuse"] == summary["compaction_kv_staged_claimable_tokens"] > 0
+    assert 0 < uncached["floor"] < uncached["with_kv_reuse"] < uncached["without_kv_reuse"]
     per = json.loads((tmp_path / "trajectories" / "needle-hunt.json").read_text())
     assert per["compactions"] > 0 and len(per["calls"]) == per["steps"]
 
@@ -171,7 +176,11 @@ def test_kv_claims_replay_is_the_connectors_rule_with_moves_made_once():
 
     def replay(*prompts_and_hits, block_size=16):
         claims = ClaimReplay(block_size=block_size, min_run=16)
-        return [claims.next(prompt, hit) for prompt, hit in prompts_and_hits]
+        results = [claims.next(prompt, hit) for prompt, hit in prompts_and_hits]
+        pieces.extend(result.pop("pieces") for result in results)
+        return results
+
+    pieces = []
 
     earlier = list(range(100)) + list(range(1000, 1200))
     # After a 64-token hit: 10 new tokens, then a 200-token span of the earlier prompt moved.
@@ -179,6 +188,7 @@ def test_kv_claims_replay_is_the_connectors_rule_with_moves_made_once():
     # A warm-up stage to the block boundary inside the moved span (80) lets the connector
     # claim it from there: 80..273, the last token computed.
     assert replay((earlier, 0), (current, 64))[1] == {"claimable": 0, "staged": 194, "relocatable": 200}
+    assert pieces[-1] == [(80, 106, 194)]  # (in the view, in the earlier prompt, tokens)
     # The same span moved again by the next compaction: its KV was moved once, so it is not
     # claimed again (the error of a move does not add up); the bound still counts it.
     again = list(range(64)) + list(range(600, 640)) + list(range(1000, 1200)) + [8]

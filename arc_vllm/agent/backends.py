@@ -34,7 +34,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 
 from arc_vllm.core.errors import is_context_length_error
-from arc_vllm.kv.config import KVReuseConfig
+from arc_vllm.kv.config import KVReuseConfig, default_recompute_tokens
 from arc_vllm.kv.extra_args import ArcExtraArgs
 from arc_vllm.kv.warmup import Stage, WarmupPlanner
 
@@ -70,7 +70,7 @@ class VllmBackend:
 
     def __init__(self, model: str | None = None, *, context_window: int = 4096, temperature: float = 0.0,
                  seed: int = 0, max_num_seqs: int = 16, batch_wait_s: float = 0.02,
-                 kv_reuse: bool = False, recompute_tokens: int = 0, **engine_args):
+                 kv_reuse: bool = False, recompute_tokens: int | None = None, **engine_args):
         # The process's entry point chose how vLLM runs (``offline.in_process_engine``).
         from vllm import LLM
 
@@ -90,6 +90,8 @@ class VllmBackend:
         # Sessions reuse KV only while kv_reuse is on (the connector leaves other requests alone).
         self.kv_reuse = kv_reuse
         vllm_config = self.llm.llm_engine.vllm_config
+        if recompute_tokens is None:  # the default for the engine's dtype (kv/config.py)
+            recompute_tokens = default_recompute_tokens(vllm_config.model_config.dtype)
         self.warmup = WarmupPlanner(vllm_config.cache_config.block_size, KVReuseConfig.of_vllm(vllm_config),
                                     recompute_tokens)
         self.requests: queue.Queue = queue.Queue()

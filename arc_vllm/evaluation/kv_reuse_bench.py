@@ -6,7 +6,8 @@ and the compacted view, in the model's own tokens. On one in-process engine with
 connector (``kv/connector.py``), for every pair and mode, from an empty prefix cache:
 
 - ``off``: the previous view, then the compacted view (vLLM's prefix cache only);
-- ``on`` (and ``on+rN``: the run's first N tokens recomputed): the previous view under a
+- ``on`` (and ``on+rN``: each run's first N tokens recomputed; ``--recompute default,0``
+  measures what ``--arc-kv-reuse`` serves with for the dtype, then reuse of all): the previous view under a
   session (the connector saves its KV), the warm-up stages (``kv/warmup.py``), then
   the compacted view (at each, the connector claims what it can and fills it with
   ``relocate_kv``).
@@ -28,7 +29,7 @@ backend), the dtype, the CPU's AVX2 / AVX-512 / AMX flags and the connector's st
 check. If that check failed, reuse is off and the bench stops with an error rather than report
 figures of a run that reused nothing.
 
-Run:  arc-vllm bench kv-reuse --out runs/kv-reuse [--dtype bfloat16]
+Run:  arc-vllm bench kv-reuse --out runs/kv-reuse [--dtype bfloat16] [--recompute 0,64,256] [--diagnose]
 Writes DIR/kv_reuse.json (and DIR/niah-off, DIR/niah-on) and prints a table.
 """
 
@@ -42,7 +43,8 @@ import sys
 import time
 from pathlib import Path
 
-from arc_vllm.kv.config import KVReuseConfig
+from arc_vllm.evaluation import kv_reuse_diagnosis
+from arc_vllm.kv.config import KVReuseConfig, default_recompute_tokens
 from arc_vllm.kv.extra_args import ArcExtraArgs
 from arc_vllm.kv.warmup import WarmupPlanner
 from arc_vllm.replay.importers import read_all
@@ -203,12 +205,32 @@ def machine(llm) -> dict:
             "cpu_flags": [flag for flag in CPU_FLAGS if flag in words], "kv_reuse_check": checks}
 
 
-def start_engine(model: str | None, context_window: int, dtype: str):
+def force_attention_isa(isa: str) -> None:
+    """Make this process's vLLM-CPU engine use the ``vec`` attention kernel where it would use
+    ``amx`` (bfloat16 on an AMX machine), so that both kernels are measured on one machine.
+    The rest of the model is untouched (its matmuls still use AMX through oneDNN); the
+    connector reads the ISA the engine then chose, and its layout check runs as ever."""
+    from vllm.v1.attention.backends import cpu_attn
+
+    if isa != "vec":
+        raise ValueError(f"--attention-isa {isa!r}: only vec can be forced (auto: the engine's choice)")
+    chosen = cpu_attn._get_attn_isa
+
+    def forced(dtype, block_size, head_size=None, kv_cache_dtype=None):
+        picked = chosen(dtype, block_size, head_size, kv_cache_dtype)
+        return "vec" if picked == "amx" else picked
+
+    cpu_attn._get_attn_isa = forced
+
+
+def start_engine(model: str | None, context_window: int, dtype: str, attention_isa: str = "auto"):
     """The in-process engine with ARC's connector (the runner reads the connector's own count
     of claimed tokens), and what the figures depend on; refuses a connector whose layout check
     failed (it would reuse nothing)."""
     from arc_vllm.agent.backends import VllmBackend
 
+    if attention_isa != "auto":
+        force_attention_isa(attention_isa)
     backend = VllmBackend(model, context_window=context_window, kv_reuse=True, dtype=dtype)
     where = machine(backend.llm)
     logger.info("engine: attention %s, %s, CPU flags %s", where["isa"], where["dtype"], " ".join(where["cpu_flags"]))
@@ -255,14 +277,14 @@ def measure_pairs(runner: SessionRunner, pairs: list[dict], modes: dict) -> tupl
 
 def run(out: str, paths: list[str], model: str | None, context_window: int, max_tokens: int,
         pairs_limit: int, recompute: list[int], niah_tasks: int, niah_max_calls: int, chains: int = 2,
-        dtype: str = "auto") -> dict:
+        dtype: str = "auto", attention_isa: str = "auto", diagnose: bool = False) -> dict:
     from arc_vllm.core.config import ArcConfig
     from arc_vllm.core.tokens import load_counter
 
     started = time.perf_counter()
     out_dir = Path(out)
     out_dir.mkdir(parents=True, exist_ok=True)
-    backend, where = start_engine(model, context_window, dtype)
+    backend, where = start_engine(model, context_window, dtype, attention_isa)
     try:
         counter = load_counter(backend.model)
         replayed = replayed_views(paths, ArcConfig.for_window(context_window, max_tokens), counter)
@@ -271,10 +293,15 @@ def run(out: str, paths: list[str], model: str | None, context_window: int, max_
             raise ValueError(f"no compaction turn in {', '.join(paths)} at --context-window {context_window}")
         logger.info("%d compaction turns, %d prompt tokens", len(pairs), sum(len(p["current"]) for p in pairs))
         runner = SessionRunner(backend.llm)
+        # None: what --arc-kv-reuse serves with on this engine's dtype (kv/config.py).
+        recompute = [default_recompute_tokens(where["dtype"]) if r is None else r for r in recompute]
         modes = {"off": None, **{("on" if r == 0 else f"on+r{r}"): r for r in recompute}}
         off, variants, per_pair = measure_pairs(runner, pairs, modes)
         first = next(iter(variants))
         chain = chained(runner, replayed, chains, variants[first]["recompute_tokens"]) if chains else {}
+        diagnosis = kv_reuse_diagnosis.diagnose(
+            backend.llm, pairs, runner.block_size, runner.config.min_run, GENERATED, TOP_LOGPROBS,
+            agreement_and_kl) if diagnose else {}
         niah = {mode: niah_accuracy(backend, out_dir / f"niah-{mode}", mode == "on", niah_tasks,
                                     niah_max_calls, context_window, counter)
                 for mode in ("off", "on")} if niah_tasks else {}
@@ -288,7 +315,7 @@ def run(out: str, paths: list[str], model: str | None, context_window: int, max_
               "greedy_agreement": variants[first]["greedy_agreement"],
               "mean_kl": variants[first]["mean_kl"],
               "niah_accuracy": {mode: figures["accuracy"] for mode, figures in niah.items()},
-              "niah": niah, "variants": variants, "chained": chain, "turns": per_pair,
+              "niah": niah, "variants": variants, "chained": chain, "diagnosis": diagnosis, "turns": per_pair,
               "wall_s": round(time.perf_counter() - started, 1)}
     (out_dir / "kv_reuse.json").write_text(json.dumps(result, indent=1))
     return result
@@ -315,6 +342,8 @@ def table(result: dict) -> str:
                   f"{chain['compaction_prefill_tokens_computed']['off']} / "
                   f"{chain['compaction_prefill_tokens_computed']['on']}); at compaction turns greedy agreement "
                   f"{chain['greedy_agreement']:.3f}, mean KL {chain['mean_kl']:.4f}"]
+    if result.get("diagnosis"):
+        lines += ["", kv_reuse_diagnosis.table(result["diagnosis"])]
     if result["niah"]:
         lines += ["", "NIAH model agent (ARC): " + ", ".join(
             f"{mode} {figures['passes']}/{figures['attempts']} ({figures['accuracy']:.2f})"
@@ -331,9 +360,11 @@ def main(argv: list[str] | None = None) -> int:
                         help="L_ctx of the replayed views and the engine's max_model_len (default 4096)")
     parser.add_argument("--max-tokens", type=int, default=512, help="G_max of the replayed ARC context")
     parser.add_argument("--turns", type=int, default=16, help="compaction turns measured (default 16)")
-    parser.add_argument("--recompute", default="0,32",
-                        help="comma-separated N: modes reusing KV with the run's first N tokens "
-                             "recomputed (default 0,32; the first is the headline 'on')")
+    parser.add_argument("--recompute", default="default,0",
+                        help="comma-separated N: modes reusing KV with each run's first N tokens "
+                             "recomputed; 'default' is what --arc-kv-reuse serves with for the "
+                             "engine's dtype (default: default,0; the first is the headline and "
+                             "the chained figure's)")
     parser.add_argument("--chains", type=int, default=2,
                         help="trajectories (with two compactions or more) replayed whole, every "
                              "view in order, off and on (default 2; 0: skip)")
@@ -342,20 +373,30 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dtype", default="auto",
                         help="the engine's dtype (auto, float32, bfloat16): on vLLM-CPU it picks the "
                              "attention ISA and so the KV layout (bfloat16 on AMX: amx)")
+    parser.add_argument("--attention-isa", default="auto", choices=["auto", "vec"],
+                        help="vLLM-CPU's attention kernel: auto (the engine's choice) or vec (forced "
+                             "where the engine would take amx, to compare the two on one machine)")
+    parser.add_argument("--diagnose", action="store_true",
+                        help="also read the reused and the recomputed KV back from the cache and say "
+                             "where the quality goes (kv_reuse_diagnosis.py)")
     parser.add_argument("--out", default="runs/kv-reuse", help="output folder (default runs/kv-reuse)")
     args = parser.parse_args(argv)
     missing = [path for path in args.files if not Path(path).exists()]
     if missing:
         parser.error(f"no such file: {', '.join(missing)}")
     try:
-        recompute = [int(part) for part in args.recompute.split(",") if part.strip()]
+        recompute = [None if part.strip() == "default" else int(part)
+                     for part in args.recompute.split(",") if part.strip()]
     except ValueError:
-        parser.error(f"--recompute {args.recompute!r}: expected comma-separated integers such as 0,32")
-    if not recompute or min(recompute) < 0:
+        parser.error(f"--recompute {args.recompute!r}: expected comma-separated integers such as 0,32 "
+                     "(or 'default')")
+    if not recompute or min((r for r in recompute if r is not None), default=0) < 0:
         parser.error("--recompute: at least one N >= 0")
+    recompute = list(dict.fromkeys(recompute))
     try:
         result = run(args.out, args.files, args.model, args.context_window, args.max_tokens, args.turns,
-                     recompute, args.niah_tasks, args.niah_max_calls, args.chains, dtype=args.dtype)
+                     recompute, args.niah_tasks, args.niah_max_calls, args.chains, dtype=args.dtype,
+                     attention_isa=args.attention_isa, diagnose=args.diagnose)
     except ValueError as error:
         parser.error(str(error))
     except RuntimeError as error:

@@ -108,7 +108,7 @@ class ViewInProgress:
 class ClaimReplay:
     """One session's prompts through the connector's rule, without an engine: per prompt, what
     it claims alone (``claimable``), what it claims over the warm-up stages the server sends
-    (``staged``), and the upper bound of a non-contiguous scheme (``relocatable``: every token
+    (``staged``, as ``pieces``), and the upper bound of a non-contiguous scheme (``relocatable``: every token
     in runs of at least ``min_run`` found anywhere in the last prompt). The saved prompt (and
     its moved flags) goes on from prompt to prompt as in the connector; ``hit`` is the
     block-aligned common prefix vLLM's prefix cache gives."""
@@ -123,7 +123,7 @@ class ClaimReplay:
         saved, min_run = self.saved, self.min_run
         if saved is None:
             self.saved = SavedPrompt(prompt, bytearray(len(prompt)), min_run)
-            return {"claimable": 0, "staged": 0, "relocatable": 0}
+            return {"claimable": 0, "staged": 0, "relocatable": 0, "pieces": []}
         claimable = claimed_tokens(plan_claim(saved, prompt, hit, min_run, self.recompute_tokens))
         index = index_runs(saved.tokens, min_run)  # every run of the last prompt, moved or not
         boundaries = warmup_boundaries(saved.tokens, prompt, self.block_size, min_run, self.recompute_tokens,
@@ -134,7 +134,8 @@ class ClaimReplay:
             view.pieces.extend(plan_claim(saved, prompt[:end], start, min_run, self.recompute_tokens))
         relocatable = sum(length for _, length in matched_runs(saved.tokens, index, prompt, hit, min_run))
         self.saved = SavedPrompt(prompt, view.moved(len(prompt), saved), min_run)
-        return {"claimable": claimable, "staged": claimed_tokens(view.pieces), "relocatable": relocatable}
+        return {"claimable": claimable, "staged": claimed_tokens(view.pieces), "relocatable": relocatable,
+                "pieces": view.pieces}
 
 
 if __name__ == "__main__":

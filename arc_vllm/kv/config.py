@@ -11,6 +11,10 @@ same engine config:
 Options: ``min_run`` (16: the shortest piece worth claiming), ``host_tokens`` (65536: saved
 tokens over all sessions; host memory is that times the model's KV bytes per token), and the
 connector's own ``is_neox`` and ``layout`` (see ``kv/connector.py``), passed through.
+
+``default_recompute_tokens(dtype)`` is how many tokens of each claimed run are recomputed when
+no one says (``--arc-kv-reuse-recompute``, ``VllmBackend``, ``bench kv-reuse``): the point on
+the measured quality/prefill frontier that docs/kv-reuse.md ("The default") explains.
 Pure Python: no vLLM or torch.
 """
 
@@ -51,3 +55,16 @@ class KVReuseConfig:
 
 
 MIN_RUN = KVReuseConfig().min_run
+
+# From `bench kv-reuse --turns 200` (42 compaction turns, SmolLM2-135M): in float32 reused KV
+# meets the targets with the first 64 tokens of a run recomputed (agreement 0.905, KL 0.015 at
+# 0.72 of the prefill). In 16-bit dtypes the seams' error is amplified; below 256 tokens the
+# KL stays 10-20x recomputation's own, at 256 it equals it (0.001) and reuse still saves 11%.
+RECOMPUTE_TOKENS = {"float32": 64}
+RECOMPUTE_TOKENS_16_BIT = 256
+
+
+def default_recompute_tokens(dtype) -> int:
+    """The default for an engine of ``dtype`` (a torch dtype or its name: float32, bfloat16)."""
+    name = str(dtype).removeprefix("torch.")
+    return RECOMPUTE_TOKENS.get(name, RECOMPUTE_TOKENS_16_BIT)

@@ -37,7 +37,7 @@ class ArcKVWorker:
         self.checks: list[dict] = []
         self.ok = False
         self.rope = None
-        self.cos_sin: dict = {}  # device -> the rope's cos/sin table there
+        self.cos_sin_tables: dict = {}  # device -> the rope's cos/sin table there
         self.load_errors: set[int] = set()
 
     def register_kv_caches(self, kv_caches: dict[str, torch.Tensor]) -> None:
@@ -77,10 +77,11 @@ class ArcKVWorker:
                                      rope_parameters=getattr(model.hf_config, "rope_parameters", None))
         return self.rope
 
-    def _cos_sin(self, device) -> torch.Tensor:
-        if device not in self.cos_sin:
-            self.cos_sin[device] = self._rope().cos_sin_cache.float().contiguous().to(device)
-        return self.cos_sin[device]
+    def cos_sin(self, device) -> torch.Tensor:
+        """The model's rotary cos/sin table (vLLM's own), on ``device``."""
+        if device not in self.cos_sin_tables:
+            self.cos_sin_tables[device] = self._rope().cos_sin_cache.float().contiguous().to(device)
+        return self.cos_sin_tables[device]
 
     def start_load_kv(self, meta: ArcKVMetadata) -> None:
         for load in meta.loads:
@@ -93,7 +94,7 @@ class ArcKVWorker:
                 continue
             for name, layer in self.layers.items():
                 key, value = saved[name]
-                layer.fill(key, value, load.pieces, load.block_ids, self._cos_sin(layer.tensor.device),
+                layer.fill(key, value, load.pieces, load.block_ids, self.cos_sin(layer.tensor.device),
                            self.is_neox)
 
     def take_load_errors(self) -> set[int]:

@@ -110,37 +110,34 @@ def warmup_boundaries(earlier: list[int] | None, current: list[int], block_size:
     there (``claim_pieces``), the engine computes the rest up to the boundary, whose blocks then
     sit in the prefix cache for the next stage. The real request is the last stage.
 
-    Greedy, in one pass over ``current``: the runs ``earlier`` holds are found once; adjacent
-    runs chain (a claim continues through them); each stage's boundary is the first block
-    boundary at least ``recompute_tokens`` into a run that leaves the longest claim to the end
-    of its chain, taken if that claim is at least ``min_gain`` tokens; at most ``max_stages``."""
+    The runs ``earlier`` holds are found once; adjacent runs chain (a claim continues through
+    them), so chains are disjoint and in order, and any set of them can be claimed, one stage
+    each. A chain's boundary is the first block boundary at least ``recompute_tokens`` into
+    one of its runs with a whole ``min_run``-gram of that run after it; its gain is the claim
+    from there to the chain's end. Every chain that gains ``min_gain`` tokens or more is a
+    stage, the ``max_stages`` largest if there are more. (Choosing one stage at a time, the
+    largest claim after the last, gave up every chain before a long one: 12% of the claims.)"""
     if not earlier:
         return []
     index = index if index is not None else index_runs(earlier, min_run)
     hit = prefix_hit(earlier, current, block_size)
-    # Each run, with the end of the chain of adjacent runs it starts (a claim goes on through them).
     runs = matched_runs(earlier, index, current, hit, min_run)
-    chain_ends = [0] * len(runs)
-    for i in range(len(runs) - 1, -1, -1):
-        start, length = runs[i]
-        follows = i + 1 < len(runs) and runs[i + 1][0] == start + length
-        chain_ends[i] = chain_ends[i + 1] if follows else start + length
     last = len(current) - 1  # never claimed: the engine samples from it
-    start = hit
-    claimed = claimed_tokens(claim_pieces(earlier, index, current, hit, min_run, recompute_tokens))
-    boundaries = []
-    while len(boundaries) < max_stages:
-        computed_from = start + claimed  # the stage computes from here to its boundary
-        best_boundary, best = 0, 0
-        for (run_start, length), chain_end in zip(runs, chain_ends):
+    # The request claims from the hit by itself; stages start after what that claim covers.
+    computed_from = hit + claimed_tokens(claim_pieces(earlier, index, current, hit, min_run, recompute_tokens))
+    candidates = []  # (gain, boundary), one per chain
+    first_run = 0
+    while first_run < len(runs):
+        last_run = first_run
+        while last_run + 1 < len(runs) and runs[last_run + 1][0] == sum(runs[last_run]):
+            last_run += 1
+        chain_end = min(sum(runs[last_run]), last)
+        for run_start, length in runs[first_run:last_run + 1]:
             first = max(run_start + recompute_tokens, computed_from + 1)
             boundary = -(-first // block_size) * block_size
-            # The claim from the boundary starts in this run (recompute_tokens into it), with a
-            # whole min_run-gram of it to be found by.
-            if boundary + min_run <= min(run_start + length, last) and min(chain_end, last) - boundary > best:
-                best_boundary, best = boundary, min(chain_end, last) - boundary
-        if best < min_gain:
-            break
-        boundaries.append(best_boundary)
-        start, claimed = best_boundary, best
-    return boundaries
+            if boundary + min_run <= min(run_start + length, last):
+                if chain_end - boundary >= min_gain:
+                    candidates.append((chain_end - boundary, boundary))
+                break  # a later run of the chain claims less of it
+        first_run = last_run + 1
+    return sorted(boundary for _, boundary in sorted(candidates, reverse=True)[:max_stages])

@@ -96,6 +96,17 @@ def replay_one(trajectory: Trajectory, config: ArcConfig, counter) -> dict:
             "compactions": context.num_compactions, "calls": calls}
 
 
+def uncached_prefill(calls: list[dict]) -> dict:
+    """Uncached prompt tokens over all calls, without and with KV reuse, and their floor."""
+    uncached = [call["prompt_tokens"] - call["prefix_reusable_tokens"] for call in calls]
+    without = sum(uncached)
+    floor = sum(tokens for tokens, call in zip(uncached, calls) if not call["compacted"])
+    claimed = sum(call["kv_staged_claimable_tokens"] for call in calls if call["compacted"])
+    return {"floor": floor, "without_kv_reuse": without, "with_kv_reuse": without - claimed,
+            "without_kv_reuse_vs_floor": round(without / max(floor, 1), 3),
+            "with_kv_reuse_vs_floor": round((without - claimed) / max(floor, 1), 3)}
+
+
 def summarize(results: list[dict], config: ArcConfig, tokenizer: str, errors: list[str],
               skipped: list[dict] = ()) -> dict:
     calls = [call for result in results for call in result["calls"]]
@@ -130,6 +141,11 @@ def summarize(results: list[dict], config: ArcConfig, tokenizer: str, errors: li
         "compaction_kv_staged_claimable_tokens": sum(call["kv_staged_claimable_tokens"]
                                                      for call in compacted),
         "compaction_kv_relocatable_tokens": sum(call["kv_relocatable_tokens"] for call in compacted),
+        # What the engine prefills (prompt tokens the prefix cache does not hold), against the
+        # floor of what is new at each step: the calls without a compaction compute only that,
+        # so the compaction calls' uncached tokens are all of ARC's excess; KV reuse (the staged
+        # claims above, nothing recomputed) takes back what it claims of them.
+        "uncached_prefill_tokens": uncached_prefill(calls),
         "compaction_ms_p50": round(percentile(compaction_ms, 0.5), 3),
         "compaction_ms_p99": round(percentile(compaction_ms, 0.99), 3),
         "render_ms_p50": round(percentile(render_ms, 0.5), 3),

@@ -9,17 +9,26 @@ Used by ``serving/chat.py`` when the server runs with ``--arc-kv-reuse``; the pl
 from __future__ import annotations
 
 import asyncio
+import logging
 import uuid
 
-from arc_vllm.kv.config import KVReuseConfig
+from arc_vllm.kv.config import KVReuseConfig, default_recompute_tokens
 from arc_vllm.kv.warmup import Stage, WarmupPlanner
+
+logger = logging.getLogger(__name__)
 
 
 class KVWarmup:
-    def __init__(self, engine_client, counter, recompute_tokens: int = 0):
+    def __init__(self, engine_client, counter, recompute_tokens: int | None = None):
         self.engine_client = engine_client
         self.counter = counter
         vllm_config = engine_client.vllm_config
+        dtype = str(vllm_config.model_config.dtype).removeprefix("torch.")
+        chosen = "given" if recompute_tokens is not None else f"the default for {dtype}"
+        if recompute_tokens is None:  # the default for the engine's dtype (kv/config.py)
+            recompute_tokens = default_recompute_tokens(dtype)
+        logger.info("KV reuse: the first %d tokens of each reused run are recomputed (%s)",
+                    recompute_tokens, chosen)
         self.planner = WarmupPlanner(vllm_config.cache_config.block_size, KVReuseConfig.of_vllm(vllm_config),
                                      recompute_tokens)
 

@@ -26,7 +26,8 @@ options are parsed and ignored, no route is added, the engine is vLLM's own. Wit
     --arc-max-sessions N      at most N sessions in memory, least recently used out (default 1024)
     --arc-ui                  the session inspector page at /v1/arc/ui (read-only; off by default)
     --arc-kv-reuse            after a compaction, reuse the last view's KV (kv/connector.py)
-    --arc-kv-reuse-recompute N  recompute the first N tokens of the reused run (default 0)
+    --arc-kv-reuse-recompute N  recompute the first N tokens of each reused run (default: 64
+                              in float32, 256 in 16-bit dtypes; docs/kv-reuse.md)
     --arc-kv-reuse-host-tokens N  past views' tokens kept in host memory (default 65536)
     --arc-max-tokens N        G_max: the least room kept for each answer (default 512); the
                               client's own max_tokens is granted as vLLM grants it
@@ -113,6 +114,15 @@ class KVReuseHostTokens(argparse.Action):
                                                 "host_tokens": values}
 
 
+def token_count(text: str) -> int:
+    """A count of tokens on the command line: an integer, 0 or more."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number of tokens, not {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected 0 or more tokens, not {value}")
+    return value
 
 
 def allow_endpoint_plugin() -> None:
@@ -174,9 +184,10 @@ def add_arc_arguments(parser) -> None:
                        action=KVReuseHostTokens,
                        help="with --arc-kv-reuse: tokens of past views kept in host memory over "
                             "all sessions, oldest session dropped first (default 65536)")
-    group.add_argument("--arc-kv-reuse-recompute", type=int, default=0, metavar="N",
-                       help="with --arc-kv-reuse: recompute the first N tokens of the reused run "
-                            "(selective recomputation; default 0)")
+    group.add_argument("--arc-kv-reuse-recompute", type=token_count, default=None, metavar="N",
+                       help="with --arc-kv-reuse: recompute the first N tokens of each reused run "
+                            "(0: reuse all; default by the engine's dtype: 64 in float32, 256 in "
+                            "bfloat16/float16, where reuse's quality matches recomputation's)")
     for name, help_text in BUDGET_OPTIONS.items():
         group.add_argument(f"--arc-{name.replace('_', '-')}", type=int, default=None, help=help_text)
 
@@ -197,6 +208,9 @@ def register() -> None:
         die_with_parent()
     from vllm.engine.arg_utils import EngineArgs
 
+    from arc_vllm.console import log_through_vllm
+
+    log_through_vllm()
     if getattr(EngineArgs.add_cli_args, "arc_wrapped", False):
         return
     original = EngineArgs.add_cli_args
