@@ -57,9 +57,10 @@ class KVReuseConfig:
 MIN_RUN = KVReuseConfig().min_run
 
 # From `bench kv-reuse --turns 200` (42 compaction turns, SmolLM2-135M): in float32 reused KV
-# meets the targets with the first 64 tokens of a run recomputed (agreement 0.905, KL 0.015 at
-# 0.72 of the prefill). In 16-bit dtypes the seams' error is amplified; below 256 tokens the
-# KL stays 10-20x recomputation's own, at 256 it equals it (0.001) and reuse still saves 11%.
+# meets the targets with the first 64 tokens of a run recomputed (agreement 0.905, KL 0.016 at
+# 0.67 of the prefill; chained 0.909). In 16-bit dtypes the seams' error is amplified: below
+# 256 tokens the KL stays 16-30x recomputation's own, at 256 it equals it (0.001) and reuse
+# still saves 11%.
 RECOMPUTE_TOKENS = {"float32": 64}
 RECOMPUTE_TOKENS_16_BIT = 256
 
