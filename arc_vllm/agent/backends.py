@@ -34,7 +34,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 
 from arc_vllm.core.errors import is_context_length_error
-from arc_vllm.kv.config import KVReuseConfig, default_recompute_tokens
+from arc_vllm.kv.config import KVReuseConfig
 from arc_vllm.kv.extra_args import ArcExtraArgs
 from arc_vllm.kv.warmup import Stage, WarmupPlanner
 
@@ -89,11 +89,7 @@ class VllmBackend:
         self.llm = LLM(self.model, **engine)
         # Sessions reuse KV only while kv_reuse is on (the connector leaves other requests alone).
         self.kv_reuse = kv_reuse
-        vllm_config = self.llm.llm_engine.vllm_config
-        if recompute_tokens is None:  # the default for the engine's dtype (kv/config.py)
-            recompute_tokens = default_recompute_tokens(vllm_config.model_config.dtype)
-        self.warmup = WarmupPlanner(vllm_config.cache_config.block_size, KVReuseConfig.of_vllm(vllm_config),
-                                    recompute_tokens)
+        self.warmup = WarmupPlanner.of_vllm(self.llm.llm_engine.vllm_config, recompute_tokens) if kv_reuse else None
         self.requests: queue.Queue = queue.Queue()
         self.num_batches = 0
         self.num_requests = 0

@@ -15,7 +15,7 @@ prefix cache. The real request is the last stage. ``recompute_tokens`` makes eve
 start that many tokens in, so its first tokens are computed, seeing the new text before them
 (CacheBlend's selective recomputation).
 
-    planner = WarmupPlanner(block_size=128, config=KVReuseConfig.of_vllm(vllm_config))
+    planner = WarmupPlanner.of_vllm(vllm_config)   # the engine's block size, min_run, dtype
     sent = planner.warm_up([(session, view_token_ids)], send)   # send(list[Stage]) -> results
 
 Pure Python: ``send`` is whatever runs prompts on the engine.
@@ -23,16 +23,19 @@ Pure Python: ``send`` is whatever runs prompts on the engine.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from cachetools import LRUCache
 
-from arc_vllm.kv.config import KVReuseConfig
+from arc_vllm.kv.config import KVReuseConfig, default_recompute_tokens
 from arc_vllm.kv.extra_args import ArcExtraArgs
 from arc_vllm.kv.spans import warmup_boundaries
 
 MAX_SESSIONS = 1024  # last views kept; the least recently used is forgotten first
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -52,6 +55,18 @@ class WarmupPlanner:
         self.min_run = (config or KVReuseConfig()).min_run
         self.recompute_tokens = recompute_tokens
         self.last_views: LRUCache = LRUCache(maxsize=max_sessions)
+
+    @classmethod
+    def of_vllm(cls, vllm_config, recompute_tokens: int | None = None) -> "WarmupPlanner":
+        """The planner for an engine: its block size, its connector's ``min_run``, and
+        ``recompute_tokens`` (None: the default for the engine's dtype, ``kv/config.py``)."""
+        dtype = str(vllm_config.model_config.dtype).removeprefix("torch.")
+        chosen = "given" if recompute_tokens is not None else f"the default for {dtype}"
+        if recompute_tokens is None:
+            recompute_tokens = default_recompute_tokens(dtype)
+        logger.info("KV reuse: the first %d tokens of each reused run are recomputed (%s)",
+                    recompute_tokens, chosen)
+        return cls(vllm_config.cache_config.block_size, KVReuseConfig.of_vllm(vllm_config), recompute_tokens)
 
     def plan(self, session: str, tokens: list[int]) -> list[Stage]:
         """The stages to send before ``tokens`` (empty: none); ``tokens`` becomes the session's

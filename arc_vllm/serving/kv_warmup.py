@@ -3,34 +3,22 @@ warm-up stages (planned by ``kv/warmup.py``, which says why) as one-token reques
 session, one stage after the other.
 
 Used by ``serving/chat.py`` when the server runs with ``--arc-kv-reuse``; the planner reads
-``min_run`` from the engine's own connector config (``KVReuseConfig.of_vllm``).
+the block size, ``min_run`` and the recomputation from the engine's config (``WarmupPlanner.of_vllm``).
 """
 
 from __future__ import annotations
 
 import asyncio
-import logging
 import uuid
 
-from arc_vllm.kv.config import KVReuseConfig, default_recompute_tokens
 from arc_vllm.kv.warmup import Stage, WarmupPlanner
-
-logger = logging.getLogger(__name__)
 
 
 class KVWarmup:
     def __init__(self, engine_client, counter, recompute_tokens: int | None = None):
         self.engine_client = engine_client
         self.counter = counter
-        vllm_config = engine_client.vllm_config
-        dtype = str(vllm_config.model_config.dtype).removeprefix("torch.")
-        chosen = "given" if recompute_tokens is not None else f"the default for {dtype}"
-        if recompute_tokens is None:  # the default for the engine's dtype (kv/config.py)
-            recompute_tokens = default_recompute_tokens(dtype)
-        logger.info("KV reuse: the first %d tokens of each reused run are recomputed (%s)",
-                    recompute_tokens, chosen)
-        self.planner = WarmupPlanner(vllm_config.cache_config.block_size, KVReuseConfig.of_vllm(vllm_config),
-                                     recompute_tokens)
+        self.planner = WarmupPlanner.of_vllm(engine_client.vllm_config, recompute_tokens)
 
     @property
     def recompute_tokens(self) -> int:
