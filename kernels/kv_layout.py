@@ -87,16 +87,18 @@ class LayerCache:
                     trusted=True)
 
     def fill(self, key: torch.Tensor, value: torch.Tensor, pieces: list[tuple[int, int, int]],
-             block_ids: list[int], cos_sin_cache: torch.Tensor, is_neox: bool) -> None:
-        """Place saved K and V (``[tokens, heads, head_size]``, position i at row i) into a
-        request's slots: each piece ``(new position, saved position, length)`` is copied, and
-        its keys rotated by new - saved."""
+             block_ids: list[int], cos_sin_cache: torch.Tensor, is_neox: bool,
+             origin: torch.Tensor | None = None) -> None:
+        """Place saved K and V (``[rows, heads, head_size]``) into a request's slots: each piece
+        ``(new position, row, length)`` is copied, and its keys rotated from the position each
+        row was computed at (``origin[row]``; without ``origin``, the row itself) to the new one."""
         device = self.tensor.device
-        rows = torch.cat([torch.arange(old, old + length) for _, old, length in pieces]).to(key.device)
+        rows = torch.cat([torch.arange(old, old + length) for _, old, length in pieces])
         slots = torch.cat([slots_of(block_ids, new, length, self.block_size)
                            for new, _, length in pieces]).to(device)
-        delta = torch.cat([torch.full((length,), new - old, dtype=torch.int64)
-                           for new, old, length in pieces]).to(device)
+        positions = torch.cat([torch.arange(new, new + length) for new, _, length in pieces])
+        delta = (positions - (origin[rows] if origin is not None else rows)).to(device)
+        rows = rows.to(key.device)
         self.write(slots, key[rows].to(device), value[rows].to(device))
         self.rotate(slots, delta, cos_sin_cache, is_neox)
 

@@ -2,7 +2,9 @@
 as properties over random compactions: a view made of the last view's prefix, new text, runs of
 the last view moved, and new text again, in tokens of the embedded model's tokenizer. The
 connector's claim hook over the same compactions: it only plans (vLLM calls it repeatedly),
-and a plan vLLM takes in part is claimed from its start.
+and a plan vLLM takes in part is claimed from its start. Warm-up stages end where runs start
+(not on a block boundary): the next stage's claim starts with the stage's partial block, in
+place, and only when its prompt goes on from the stage's.
 
     pytest tests/test_kv_claims.py
 """
@@ -10,6 +12,7 @@ and a plan vLLM takes in part is claimed from its start.
 from hypothesis import given
 from hypothesis import strategies as st
 
+from arc_vllm.kv.claims import SavedPrompt, StageTail, plan_claim
 from arc_vllm.kv.spans import claim_pieces, claimed_tokens, index_runs, warmup_boundaries
 
 BLOCK, MIN_RUN = 16, 8
@@ -62,9 +65,21 @@ def test_claims_are_end_to_end_copies_of_the_last_view(smol):
     check()
 
 
+def stage_claims(earlier, current, hit, boundaries, recompute):
+    """Each stage's claim as the engine makes it: stage k's hit is stage k-1's last whole
+    block, its claim starts with stage k-1's partial block (its tail) and goes on from stage
+    k-1's end with pieces of the last view."""
+    saved, claims, tail, stage_hit = SavedPrompt(earlier, MIN_RUN), [], None, hit
+    for end in [*boundaries, len(current)]:
+        claims.append(plan_claim(saved, current[:end], stage_hit, MIN_RUN, recompute, tail))
+        tail, stage_hit = StageTail.of_stage(current[:end], BLOCK), end // BLOCK * BLOCK
+    return claims
+
+
 def test_warm_up_stages_never_claim_less_and_each_stage_claims(smol):
-    """Stages as the engine runs them: stage k's prompt is the view up to boundary k, claimed
-    from boundary k-1 (the prefix hit first); the real request is claimed from the last one."""
+    """Stages as the engine runs them: stage k's prompt is the view up to boundary k; the
+    prefix cache gives it stage k-1's whole blocks, the connector the rest of stage k-1's
+    prompt (in place) and then runs of the last view; the real request is the last stage."""
     @given(compaction(smol), st.sampled_from([0, 16]))
     def check(pair, recompute):
         earlier, current = pair
@@ -73,15 +88,41 @@ def test_warm_up_stages_never_claim_less_and_each_stage_claims(smol):
         boundaries = warmup_boundaries(earlier, current, BLOCK, MIN_RUN, recompute, min_gain=BLOCK,
                                        max_stages=4)
         assert len(boundaries) <= 4
-        assert all(b % BLOCK == 0 and hit < b < len(current) - 1 for b in boundaries)
+        assert all(hit < b < len(current) - 1 for b in boundaries)
         assert boundaries == sorted(set(boundaries))
-        starts, ends = [hit, *boundaries], [*boundaries, len(current)]
-        claims = [claimed_tokens(claim_pieces(earlier, index, current[:end], start, MIN_RUN, recompute))
-                  for start, end in zip(starts, ends)]
-        without = claimed_tokens(claim_pieces(earlier, index, current, hit, MIN_RUN, recompute))
-        assert sum(claims) >= without  # the first stage claims what the request alone would
+        claims = stage_claims(earlier, current, hit, boundaries, recompute)
+        for claim, start, end in zip(claims[1:], boundaries, [*boundaries[1:], len(current)]):
+            # A stage's claim begins at the last one's last whole block and covers its tail.
+            assert claim.tail == start - start // BLOCK * BLOCK
+            at = start
+            for new, old, length in claim.pieces:  # then end to end, copies of the last view
+                assert new == at and current[new:new + length] == earlier[old:old + length]
+                at += length
+            assert at <= end - 1
+        without = plan_claim(SavedPrompt(earlier, MIN_RUN), current, hit, MIN_RUN, recompute).tokens
+        assert sum(claimed_tokens(claim.pieces) for claim in claims) >= without
         if recompute == 0:  # every boundary lies in a run the last view holds
-            assert all(claims[1:])
+            assert all(claim.pieces for claim in claims[1:])
+
+    check()
+
+
+def test_a_stage_tail_is_claimed_only_by_a_prompt_that_goes_on_from_its_stage(smol):
+    @given(compaction(smol), st.integers(1, BLOCK - 1), st.integers(0, 3))
+    def check(pair, into_block, changed):
+        _, current = pair
+        end = len(current) // BLOCK * BLOCK - BLOCK + into_block  # a stage ending inside a block
+        if end <= BLOCK:
+            return
+        tail = StageTail.of_stage(current[:end], BLOCK)
+        assert tail.start == end - into_block
+        assert tail.continues(current, tail.start) == into_block
+        assert tail.continues(current, tail.start - BLOCK) == 0  # the hit must end at its start
+        assert StageTail.of_stage(current[:tail.start], BLOCK) is None  # a whole block: no tail
+        other = list(current)
+        other[changed] += 1  # any token before differs: that KV saw other text
+        assert tail.continues(other, tail.start) == 0
+        assert tail.continues(current[:end], tail.start) == 0  # the last token is never claimed
 
     check()
 
@@ -97,8 +138,10 @@ def test_runs_behind_new_text_are_reached_through_warm_up_stages(smol):
     first_run = 64 + len(new_text)
     second_run = first_run + 200 + len(stub)
     first, second = warmup_boundaries(earlier, current, BLOCK, MIN_RUN, min_gain=BLOCK)
-    # Each stage ends on the first block boundary inside the next run ...
-    assert first == -(-first_run // BLOCK) * BLOCK and second == -(-second_run // BLOCK) * BLOCK
+    # Each stage ends where the next run starts (a token sooner where the text before it
+    # happens to end as the run's source does) ...
+    assert first_run - 2 <= first <= first_run and second_run - 2 <= second <= second_run
+    assert current[first:first_run] == earlier[300 - (first_run - first):300]
     # ... so the stage after it claims that run from there.
     assert claim_pieces(earlier, index, current, first, MIN_RUN)[0] == (first, 300 + first - first_run,
                                                                        first_run + 200 - first)
@@ -117,11 +160,11 @@ def test_a_long_run_later_does_not_cost_the_runs_before_it(smol):
     first_run = 64 + len(new_text)
     second_run = first_run + 100 + len(stub)
     boundaries = warmup_boundaries(earlier, current, BLOCK, MIN_RUN, min_gain=BLOCK)
-    assert boundaries == [-(-first_run // BLOCK) * BLOCK, -(-second_run // BLOCK) * BLOCK]
-    starts, ends = [64, *boundaries], [*boundaries, len(current)]
-    claimed = [claimed_tokens(claim_pieces(earlier, index, current[:end], start, MIN_RUN))
-               for start, end in zip(starts, ends)]
-    assert claimed[1] >= 100 - BLOCK and claimed[2] >= 300 - BLOCK
+    assert [run - boundary for run, boundary in zip([first_run, second_run], boundaries)] in \
+        ([0, 0], [1, 0], [0, 1], [1, 1])  # where each run starts (or one token sooner, as above)
+    claimed = [claimed_tokens(claim.pieces) for claim in stage_claims(earlier, current, 64, boundaries, 0)]
+    assert claimed[1] >= 100 and claimed[2] >= 300 - 1
+    assert not any(index.get(tuple(current[b - MIN_RUN:b])) for b in boundaries)  # new text before each
     # Under a stage limit, the larger claim is the one kept.
     assert warmup_boundaries(earlier, current, BLOCK, MIN_RUN, min_gain=BLOCK, max_stages=1) == boundaries[1:]
 
@@ -135,7 +178,6 @@ def test_the_claim_hook_only_plans_and_vllm_may_take_part_of_a_plan(smol):
     from vllm import SamplingParams
     from vllm.v1.request import Request
 
-    from arc_vllm.kv.claims import SavedPrompt, plan_claim, taken
     from arc_vllm.kv.connector_scheduler import ArcKVScheduler
 
     @given(compaction(smol), st.lists(st.integers(0, 400), min_size=1, max_size=5), st.integers(0, 300))
@@ -143,18 +185,18 @@ def test_the_claim_hook_only_plans_and_vllm_may_take_part_of_a_plan(smol):
         last, current = pair
         scheduler = ArcKVScheduler(MIN_RUN, host_tokens=10_000, block_size=BLOCK)
         scheduler.enabled = True
-        scheduler.saved["s"] = SavedPrompt(last, bytearray(len(last)), MIN_RUN)
+        scheduler.saved["s"] = SavedPrompt(last, MIN_RUN)
         request = Request("r", current, SamplingParams(extra_args={"arc_session": "s"}), None)
         before = copy.deepcopy({key: value for key, value in vars(scheduler).items() if key != "saved"})
         for hit in hits:
             hit = min(hit, len(current)) // BLOCK * BLOCK  # vLLM offers block-aligned hits
-            pieces = plan_claim(scheduler.saved["s"], current, hit, MIN_RUN)
+            pieces = plan_claim(scheduler.saved["s"], current, hit, MIN_RUN).pieces
             assert scheduler.get_num_new_matched_tokens(request, hit) == (claimed_tokens(pieces), False)
             assert {key: value for key, value in vars(scheduler).items() if key != "saved"} == before
-            part = taken(pieces, accepted)
+            part = plan_claim(scheduler.saved["s"], current, hit, MIN_RUN).taken(accepted).pieces
             assert claimed_tokens(part) == min(accepted, claimed_tokens(pieces))
-            assert part[:-1] == pieces[:len(part) - 1]  # whole pieces, then the last one cut
             if part:
+                assert part[:-1] == pieces[:len(part) - 1]  # whole pieces, then the last one cut
                 (new, old, length), (plan_new, plan_old, plan_length) = part[-1], pieces[len(part) - 1]
                 assert (new, old) == (plan_new, plan_old) and 0 < length <= plan_length
                 starts = [hit] + [start + size for start, _, size in part[:-1]]

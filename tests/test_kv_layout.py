@@ -104,3 +104,40 @@ def test_fill_on_the_gpu_paged_layout(impl):
         pytest.fail(f"{impl} is not available on this GPU")
     _, _, _, cos_sin = saved_prompt()
     check_fill(LayerCache(make_cache("paged", "cuda"), "paged", impl=impl), cos_sin)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("layout", ["vec", "amx", "paged"])
+def test_kv_moved_twice_is_rotated_once_from_where_it_was_computed(layout, dtype):
+    """The worker saves a view whose run was moved (``SavedKV.carry``: the run as the last view
+    kept it, with the position it was computed at); moving the run again rotates it from there,
+    so two moves give exactly what one move to the final position gives. Saving what the cache
+    holds instead (already rotated and, in bfloat16, rounded) would round again."""
+    from arc_vllm.kv.connector_worker import SavedKV
+
+    _, key, value, cos_sin = saved_prompt()
+    key, value = key.to(dtype), value.to(dtype)
+    run = 40
+    # The first view computed the run at 5..45; the second view has it at 37..77 (moved); the
+    # third at 90..130 (moved again, from the second view's 37).
+    first = SavedKV({"layer": (key, value)}, 0, len(key))
+    second_layer = LayerCache(make_cache(layout, dtype=dtype), layout)
+    second_layer.fill(key, value, first.rows([(37, 5, run)]), BLOCK_IDS, cos_sin, True, origin=first.origin)
+    held = second_layer.read(slots_of(BLOCK_IDS, 0, 128, BLOCK))
+    second = SavedKV({"layer": tuple(part.clone() for part in held)}, 0, 128)
+    second.carry(first, [(37, 5, run)])
+    assert second.origin[37:77].tolist() == list(range(5, 45)) and second.origin[77] == 77
+    twice = LayerCache(make_cache(layout, dtype=dtype), layout)
+    twice.fill(*second.layers["layer"], second.rows([(90, 37, run)]), BLOCK_IDS, cos_sin, True,
+               origin=second.origin)
+    once = LayerCache(make_cache(layout, dtype=dtype), layout)
+    once.fill(key, value, first.rows([(90, 5, run)]), BLOCK_IDS, cos_sin, True, origin=first.origin)
+    slots = slots_of(BLOCK_IDS, 90, run, BLOCK)
+    assert all(torch.equal(a, b) for a, b in zip(twice.read(slots), once.read(slots)))
+    # What the cache held, moved again: a second rotation, which bfloat16 rounds again.
+    again = LayerCache(make_cache(layout, dtype=dtype), layout)
+    again.fill(*held, [(90, 37, run)], BLOCK_IDS, cos_sin, True)
+    moved_again = again.read(slots)[0]
+    if dtype == torch.bfloat16:
+        assert not torch.equal(moved_again, once.read(slots)[0])
+    torch.testing.assert_close(moved_again.float(), once.read(slots)[0].float(), rtol=3e-2, atol=3e-2)

@@ -154,7 +154,9 @@ def diagnose_pair(reader: CacheReader, pair: dict, block_size: int, min_run: int
     llm.reset_prefix_cache()
     connector = reader.scheduler.connector
     reader.run(previous, ArcExtraArgs(session=session).to_dict(), read=False)
-    saved = {name: tensors[0] for name, tensors in worker_connector().store[session].items()}
+    stored = worker_connector().store[session]
+    saved = {name: tensors[0] for name, tensors in stored.layers.items()}
+    computed_at = stored.origin[old]  # a fresh session's view: every row where it was computed
     before = connector.num_supplied_tokens
     for boundary in boundaries:
         reader.run(current[:boundary], ArcExtraArgs(session=session, save=False).to_dict(), read=False)
@@ -176,7 +178,7 @@ def diagnose_pair(reader: CacheReader, pair: dict, block_size: int, min_run: int
             row[mode] = {"key": key_error, "value": value_error}
     # The move at layer 0 without its second rounding: the saved key rotated in float32.
     first = names[0]
-    unrounded = rotate(saved[first][old], new - old, cos_sin, is_neox)
+    unrounded = rotate(saved[first][old], new - computed_at, cos_sin, is_neox)
     result["move_unrounded_layer0_key"] = per_token_error(unrounded, off_held[first][0][new])
     result["distance"] = distance
     return result

@@ -1,21 +1,26 @@
 """What the KV-reuse connector claims for a session's new prompt: one rule, used by the
 connector's scheduler half (``kv/connector_scheduler.py``) and by replay's figures.
 
-A session's last saved prompt (``SavedPrompt``) holds its token ids and, per position, whether
-its KV was moved there (approximate) or computed there. ``plan_claim`` plans, for a new
-prompt after vLLM's prefix-cache hit, the pieces the connector fills:
+A session's last saved prompt (``SavedPrompt``) holds its token ids. ``plan_claim`` plans, for
+a new prompt after vLLM's prefix-cache hit, what the connector fills (a ``Claim``):
 
+- first, during a compaction's warm-up, the last stage's partial block (``StageTail``): vLLM's
+  prefix cache keeps whole blocks only, so a stage that ends inside a block leaves the next
+  stage's hit at that block's start; the worker kept the stage's KV of the block's tokens, and
+  the connector supplies it in place (computed by the stage, exact);
 - the common turn (the prompt goes on from the saved one): the rest of the saved text, in
-  place, whatever it holds (nothing before it changed);
+  place (nothing before it changed);
 - after a compaction: the contiguous run of pieces found in the saved prompt
-  (``spans.claim_pieces``), taking only positions whose KV was computed there, so KV is moved
-  at most once and the error of one move does not add up over compactions.
+  (``spans.claim_pieces``), wherever they sit. KV moved before may be moved again: the worker
+  keeps each position's KV as it was computed, with the position it was computed at, so a
+  move rotates once from there and the error of moves does not add up over compactions.
 
-``ViewInProgress`` collects a view's claims over its warm-up stages and gives the saved
-prompt's moved flags. ``ClaimReplay`` runs the same rule over a session's prompts in pure
-token arithmetic (what ``replay`` reports as ``kv_claimable_tokens`` and
-``kv_staged_claimable_tokens``). Pure Python; run ``python -m arc_vllm.kv.claims`` for an
-example.
+``ViewInProgress`` collects a view's claims over its warm-up stages and says which of its
+positions' KV came from the saved prompt (``carried``: the worker keeps those as first
+computed). ``ClaimReplay`` runs the same rule over a session's prompts in pure token
+arithmetic, stages and their tails included (what ``replay`` reports as
+``kv_claimable_tokens`` and ``kv_staged_claimable_tokens``). Pure Python; run
+``python -m arc_vllm.kv.claims`` for an example.
 """
 
 from __future__ import annotations
@@ -29,89 +34,119 @@ Pieces = list[tuple[int, int, int]]  # (start in the new prompt, start in the sa
 
 
 class SavedPrompt:
-    """A saved prompt's token ids, and which positions hold moved (approximate) KV. The index
-    of the movable runs is built when a claim first needs it (a compaction turn), not on save,
-    so the engine's scheduling loop pays for it only then."""
+    """A saved prompt's token ids. The index of its runs is built when a claim first needs it
+    (a compaction turn), not on save, so the engine's scheduling loop pays for it only then."""
 
-    def __init__(self, tokens: list[int], moved: bytearray, min_run: int):
+    def __init__(self, tokens: list[int], min_run: int):
         self.tokens = tokens
-        self.moved = moved
         self.min_run = min_run
-        self._movable = None
         self._index = None
-
-    @property
-    def movable(self) -> list[int]:
-        """The tokens, with moved positions replaced by values no token equals."""
-        if self._movable is None:
-            self._movable = [-1 - i if moved else token
-                             for i, (token, moved) in enumerate(zip(self.tokens, self.moved))]
-        return self._movable
 
     @property
     def index(self) -> dict:
         if self._index is None:
-            self._index = index_runs(self.movable, self.min_run)
+            self._index = index_runs(self.tokens, self.min_run)
         return self._index
 
 
+@dataclass(frozen=True)
+class StageTail:
+    """A warm-up stage's prompt, whose tokens from ``start`` (its last whole block's end) the
+    worker kept: the next stage's hit ends at ``start``, and the connector supplies the rest."""
+
+    prompt: list[int]
+    start: int
+
+    @classmethod
+    def of_stage(cls, prompt: list[int], block_size: int) -> "StageTail | None":
+        """The tail a stage of ``prompt`` leaves (None if it ends on a block boundary)."""
+        start = len(prompt) // block_size * block_size
+        return cls(prompt, start) if start < len(prompt) else None
+
+    def continues(self, prompt: list[int], hit: int) -> int:
+        """Tokens of ``prompt`` from ``hit`` this tail supplies: all of it when the hit ends at
+        its start and ``prompt`` goes on from the stage's (the KV depends on every token
+        before), else 0."""
+        end = len(self.prompt)
+        if hit != self.start or end > len(prompt) - 1 or prompt[:end] != self.prompt:
+            return 0
+        return end - hit
+
+
+@dataclass
+class Claim:
+    """What the connector fills for a request: ``tail`` tokens from the hit on, from the last
+    stage's tail (in place), then ``pieces`` from the saved prompt."""
+
+    tail: int = 0
+    pieces: Pieces = field(default_factory=list)
+
+    @property
+    def tokens(self) -> int:
+        return self.tail + claimed_tokens(self.pieces)
+
+    def taken(self, tokens: int) -> "Claim":
+        """The claim's first ``tokens`` tokens (they are contiguous in the new prompt): what is
+        claimed when vLLM takes less of a plan than was offered (none, to keep a local partial
+        block; whole blocks only, for some attention kinds)."""
+        tail = min(self.tail, tokens)
+        tokens -= tail
+        kept = []
+        for new, old, length in self.pieces:
+            if tokens <= 0:
+                break
+            kept.append((new, old, min(length, tokens)))
+            tokens -= length
+        return Claim(tail, kept)
+
+
 def plan_claim(saved: SavedPrompt | None, prompt: list[int], hit: int, min_run: int,
-               recompute_tokens: int = 0) -> Pieces:
-    """The pieces the connector claims for ``prompt`` after a prefix-cache hit of ``hit``
-    tokens (empty: nothing). The last prompt token is never claimed (the engine samples from it)."""
+               recompute_tokens: int = 0, tail: StageTail | None = None) -> Claim:
+    """What the connector claims for ``prompt`` after a prefix-cache hit of ``hit`` tokens
+    (empty: nothing). The last prompt token is never claimed (the engine samples from it)."""
     if saved is None or hit >= len(prompt) - 1:
-        return []
+        return Claim()
+    from_tail = tail.continues(prompt, hit) if tail is not None else 0
+    at = hit + from_tail
     end = min(len(saved.tokens), len(prompt) - 1)
-    if saved.tokens[hit:hit + min_run] == prompt[hit:hit + min_run]:
+    if at < end and saved.tokens[at:at + min_run] == prompt[at:at + min_run]:
         # The common turn: this prompt goes on from the saved one; claim the rest of the saved
         # text in place (its last partial block, which the prefix cache cannot give).
         length = min_run
-        while hit + length < end and saved.tokens[hit + length] == prompt[hit + length]:
+        while at + length < end and saved.tokens[at + length] == prompt[at + length]:
             length += 1
-        return [(hit, hit, min(length, end - hit))]
-    return claim_pieces(saved.movable, saved.index, prompt, hit, min_run, recompute_tokens)
-
-
-def taken(pieces: Pieces, tokens: int) -> Pieces:
-    """The pieces' first ``tokens`` tokens (they are contiguous in the new prompt): what is
-    claimed when vLLM takes less of a plan than was offered (none, to keep a local partial
-    block; whole blocks only, for some attention kinds)."""
-    kept = []
-    for new, old, length in pieces:
-        if tokens <= 0:
-            break
-        kept.append((new, old, min(length, tokens)))
-        tokens -= length
-    return kept
+        return Claim(from_tail, [(at, at, min(length, end - at))])
+    return Claim(from_tail, claim_pieces(saved.tokens, saved.index, prompt, at, min_run, recompute_tokens))
 
 
 @dataclass
 class ViewInProgress:
     """A session's view between its first request (a warm-up stage, or the request itself)
-    and its save: where the prefix cache's hit ended, and what was claimed for it."""
+    and its save: where the prefix cache's hit ended, what was claimed from the saved prompt,
+    and the tail its last warm-up stage left."""
 
     first_hit: int
     pieces: Pieces = field(default_factory=list)
+    tail: StageTail | None = None
 
-    def moved(self, length: int, last: SavedPrompt | None) -> bytearray:
-        """Per position of the view: 1 where its KV was moved. The hit's blocks came from the
-        last prompt (its flags go on); a piece claimed in place keeps its source's flags."""
-        moved = bytearray(length)
-        if last is not None:
-            inherited = min(self.first_hit, len(last.moved), length)
-            moved[:inherited] = last.moved[:inherited]
-        for new, old, size in self.pieces:
-            moved[new:new + size] = last.moved[old:old + size] if new == old and last else b"\x01" * size
-        return moved
+    def carried(self, prompt: list[int], last: SavedPrompt | None) -> Pieces:
+        """The pieces of the view whose KV came from the last saved prompt: the hit's blocks
+        where they hold its tokens (they may hold KV it had moved), and every claimed piece."""
+        if last is None:
+            return []
+        same, limit = 0, min(self.first_hit, len(last.tokens), len(prompt))
+        while same < limit and last.tokens[same] == prompt[same]:
+            same += 1
+        return ([(0, 0, same)] if same else []) + self.pieces
 
 
 class ClaimReplay:
     """One session's prompts through the connector's rule, without an engine: per prompt, what
     it claims alone (``claimable``), what it claims over the warm-up stages the server sends
-    (``staged``, as ``pieces``), and the upper bound of a non-contiguous scheme (``relocatable``: every token
-    in runs of at least ``min_run`` found anywhere in the last prompt). The saved prompt (and
-    its moved flags) goes on from prompt to prompt as in the connector; ``hit`` is the
-    block-aligned common prefix vLLM's prefix cache gives."""
+    (``staged``, as ``pieces``; a stage's tail is computed, not claimed), and the upper bound
+    of a non-contiguous scheme (``relocatable``: every token in runs of at least ``min_run``
+    found anywhere in the last prompt). ``hit`` is the block-aligned common prefix vLLM's
+    prefix cache gives; a stage's hit is its predecessor's last whole block."""
 
     def __init__(self, block_size: int, min_run: int = MIN_RUN, recompute_tokens: int = 0):
         self.block_size = block_size
@@ -121,19 +156,20 @@ class ClaimReplay:
 
     def next(self, prompt: list[int], hit: int) -> dict:
         saved, min_run = self.saved, self.min_run
+        self.saved = SavedPrompt(prompt, min_run)
         if saved is None:
-            self.saved = SavedPrompt(prompt, bytearray(len(prompt)), min_run)
             return {"claimable": 0, "staged": 0, "relocatable": 0, "pieces": []}
-        claimable = claimed_tokens(plan_claim(saved, prompt, hit, min_run, self.recompute_tokens))
-        index = index_runs(saved.tokens, min_run)  # every run of the last prompt, moved or not
+        claimable = plan_claim(saved, prompt, hit, min_run, self.recompute_tokens).tokens
         boundaries = warmup_boundaries(saved.tokens, prompt, self.block_size, min_run, self.recompute_tokens,
-                                       index=index)
-        view = ViewInProgress(hit)
-        # Stage k computes up to its boundary, so the next stage's hit is that boundary.
-        for start, end in zip([hit, *boundaries], [*boundaries, len(prompt)]):
-            view.pieces.extend(plan_claim(saved, prompt[:end], start, min_run, self.recompute_tokens))
-        relocatable = sum(length for _, length in matched_runs(saved.tokens, index, prompt, hit, min_run))
-        self.saved = SavedPrompt(prompt, view.moved(len(prompt), saved), min_run)
+                                       index=saved.index)
+        view, tail, stage_hit = ViewInProgress(hit), None, hit
+        for end in [*boundaries, len(prompt)]:
+            view.pieces.extend(plan_claim(saved, prompt[:end], stage_hit, min_run, self.recompute_tokens,
+                                          tail).pieces)
+            # The stage computes up to ``end``; its whole blocks join the prefix cache.
+            tail = StageTail.of_stage(prompt[:end], self.block_size)
+            stage_hit = end // self.block_size * self.block_size
+        relocatable = sum(length for _, length in matched_runs(saved.tokens, saved.index, prompt, hit, min_run))
         return {"claimable": claimable, "staged": claimed_tokens(view.pieces), "relocatable": relocatable,
                 "pieces": view.pieces}
 

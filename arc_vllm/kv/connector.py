@@ -5,8 +5,8 @@ Installed by ``--arc-kv-reuse`` (``serving/plugin.py``) as
 "arc_vllm.kv.connector", "kv_role": "kv_both"}'``. It acts only on requests whose
 ``sampling_params.extra_args`` hold ``arc_session``; every other request passes untouched.
 ``arc_kv_recompute`` N there: claim nothing unless the run's first N tokens were computed;
-``arc_kv_save`` false: a warm-up stage (``kv/warmup.py``), claimed for, never saved (the keys:
-``kv/extra_args.py``).
+``arc_kv_save`` false: a warm-up stage (``kv/warmup.py``), claimed for, not saved as the view
+(only its last partial block is kept, for the next stage; the keys: ``kv/extra_args.py``).
 
 This class is the engine-facing shim; vLLM runs one instance per side and each delegates:
 
@@ -26,7 +26,8 @@ Options (``kv_connector_extra_config``, read through ``kv/config.py`` ``KVReuseC
 every warm-up stager reads them): ``min_run`` (16: shortest piece worth claiming),
 ``host_tokens`` (65536: saved tokens over all sessions; host memory is that times the
 model's KV bytes per token, e.g. 1.5 GB for SmolLM2-135M, 9.7 GB for Qwen3-8B, shared among
-tensor-parallel workers), ``is_neox`` (true: the model's RoPE pairing), ``layout`` (tests
+tensor-parallel workers, plus 8 bytes per token for the position each K was computed at, and
+one block per session in a warm-up), ``is_neox`` (true: the model's RoPE pairing), ``layout`` (tests
 only: write this layout whatever the engine chose, to see the self-check catch it).
 ``--arc-kv-reuse-host-tokens`` sets ``host_tokens``.
 """

@@ -1,7 +1,9 @@
 """What the two halves of ARC's KV-reuse connector tell each other, and what they report.
 
 - ``ArcKVMetadata`` (scheduler -> workers, every step, through vLLM): the claims to fill
-  (``Load``), the prompts to save (``Save``), the sessions dropped.
+  (``Load``), the prompts to save (``Save``), the sessions dropped. A session has two things
+  saved: its last ``VIEW`` (what compactions claim from) and, during a warm-up, its last
+  stage's partial block (``STAGE``, supplied in place to the next stage).
 - ``ArcKVHandshake`` (workers -> scheduler, once at start, through vLLM's handshake-metadata
   channel): each worker's layout check (``kv/layout_check.py``).
 - ``ArcKVStats`` (scheduler -> vLLM's stat loggers): tokens whose KV was supplied; vLLM logs
@@ -20,11 +22,16 @@ from vllm.distributed.kv_transfer.kv_connector.v1.metrics import (KVConnectorPro
                                                                    KVConnectorStats)
 
 
+VIEW = "view"
+STAGE = "stage"
+
+
 @dataclass
 class Load:
     session: str
     block_ids: list[int]
     pieces: list[tuple[int, int, int]]  # (position in the new prompt, position saved, length)
+    source: str = VIEW
 
 
 @dataclass
@@ -32,6 +39,11 @@ class Save:
     session: str
     block_ids: list[int]
     num_tokens: int
+    first: int = 0  # the first position kept (a stage keeps its last partial block)
+    source: str = VIEW
+    # Pieces (position, position in the last saved view, length) whose KV came from that view:
+    # the worker keeps them as the view kept them (as computed, with the position computed at).
+    carried: list[tuple[int, int, int]] = field(default_factory=list)
 
 
 @dataclass

@@ -4,8 +4,11 @@ It remembers, per session, the token ids of the last prompt it had the worker sa
 request of that session it claims the run of tokens right after the prefix-cache hit that the
 saved prompt holds, as pieces (``kv/claims.py`` ``plan_claim``, the rule replay's figures use
 too), and tells the worker which saved positions go to which new ones. When a request's prompt
-is complete it tells the worker to save it (replacing the session's last). Sessions beyond ``host_tokens`` saved tokens
-are dropped, oldest first.
+is complete it tells the worker to save it (replacing the session's last), naming the pieces
+whose KV came from the last one (the worker keeps those as first computed, so KV moved again
+is rotated once). When a warm-up stage's prompt is complete it tells the worker to keep the
+stage's last partial block, which the next stage's claim starts with. Sessions beyond
+``host_tokens`` saved tokens are dropped, oldest first.
 
 vLLM's contract, kept here:
 
@@ -34,8 +37,8 @@ from collections import OrderedDict
 
 from prometheus_client import Gauge
 
-from arc_vllm.kv.claims import Pieces, SavedPrompt, ViewInProgress, plan_claim, taken
-from arc_vllm.kv.connector_meta import ArcKVMetadata, ArcKVStats, Load, Save
+from arc_vllm.kv.claims import Claim, SavedPrompt, StageTail, ViewInProgress, plan_claim
+from arc_vllm.kv.connector_meta import STAGE, ArcKVMetadata, ArcKVStats, Load, Save
 from arc_vllm.kv.extra_args import ArcExtraArgs
 from arc_vllm.kv.spans import claimed_tokens
 
@@ -64,7 +67,8 @@ class ArcKVScheduler:
         # the step's metadata
         self.allocated: dict[str, tuple[object, int]] = {}
         self.sessions: dict[str, str] = {}  # request id -> its session, once scheduled
-        self.pending_saves: dict[str, tuple[str, list[int]]] = {}  # request id -> (session, prompt)
+        # request id -> (session, prompt, whether it is the view: else a warm-up stage)
+        self.pending_saves: dict[str, tuple[str, list[int], bool]] = {}
         self.views: dict[str, ViewInProgress] = {}  # session -> its view being built
         self.supplied: dict[str, int] = {}  # request id -> tokens supplied, until it finishes
         self.num_supplied_tokens = 0  # every token supplied so far
@@ -82,17 +86,19 @@ class ArcKVScheduler:
         """Tokens whose KV this connector supplied for a running request (0 if none)."""
         return self.supplied.get(request_id, 0)
 
-    def plan(self, request, hit: int) -> Pieces:
-        """The pieces claimed for ``request`` after a prefix hit of ``hit`` tokens: a function
-        of the request, the hit and the session's saved prompt, nothing else."""
+    def plan(self, request, hit: int) -> Claim:
+        """What is claimed for ``request`` after a prefix hit of ``hit`` tokens: a function of
+        the request, the hit, the session's saved prompt and its last stage's tail, nothing
+        else."""
         extra = ArcExtraArgs.of_request(request)
         if not self.enabled or extra.session is None:
-            return []
+            return Claim()
+        view = self.views.get(extra.session)
         return plan_claim(self.saved.get(extra.session), list(request.prompt_token_ids or []), hit,
-                          self.min_run, extra.recompute_tokens)
+                          self.min_run, extra.recompute_tokens, view.tail if view is not None else None)
 
     def get_num_new_matched_tokens(self, request, num_computed_tokens: int) -> tuple[int, bool]:
-        return claimed_tokens(self.plan(request, num_computed_tokens)), False
+        return self.plan(request, num_computed_tokens).tokens, False
 
     def update_state_after_alloc(self, request, num_external_tokens: int) -> None:
         if self.enabled and ArcExtraArgs.of_request(request).session is not None:
@@ -115,15 +121,17 @@ class ArcKVScheduler:
                              request_id, computed, taken_tokens)
                 hit, taken_tokens = computed, 0
             self.sessions[request_id] = session
-            if extra.save:  # a warm-up stage claims but is not saved
-                self.pending_saves[request_id] = (session, list(request.prompt_token_ids or []))
+            # The view is saved; a warm-up stage (``save`` false) keeps only its tail.
+            self.pending_saves[request_id] = (session, list(request.prompt_token_ids or []), extra.save)
+            claim = self.plan(request, hit).taken(taken_tokens)
             if session not in self.views:  # the view starts at its first request's hit
                 self.views[session] = ViewInProgress(hit)
-            pieces = taken(self.plan(request, hit), taken_tokens)
-            if pieces:
-                meta.loads.append(Load(session, block_ids_of(request_id), pieces))
-                self.views[session].pieces.extend(pieces)
-                supplied = claimed_tokens(pieces)
+            if claim.tail:  # the last stage's partial block, in place (computed, not reused)
+                meta.loads.append(Load(session, block_ids_of(request_id), [(hit, hit, claim.tail)], STAGE))
+            if claim.pieces:
+                meta.loads.append(Load(session, block_ids_of(request_id), claim.pieces))
+                self.views[session].pieces.extend(claim.pieces)
+                supplied = claimed_tokens(claim.pieces)
                 self.supplied[request_id] = self.supplied.get(request_id, 0) + supplied
                 self.num_supplied_tokens += supplied
                 self._unreported += supplied
@@ -132,16 +140,25 @@ class ArcKVScheduler:
         for request_id, computed in scheduled.items():
             if request_id not in self.pending_saves:
                 continue
-            session, prompt = self.pending_saves[request_id]
+            session, prompt, is_view = self.pending_saves[request_id]
             if computed + scheduler_output.num_scheduled_tokens.get(request_id, 0) < len(prompt):
                 continue
             del self.pending_saves[request_id]
-            meta.saves.append(Save(session, block_ids_of(request_id), len(prompt)))
+            if not is_view:
+                tail = StageTail.of_stage(prompt, self.block_size)
+                if session in self.views:
+                    self.views[session].tail = tail
+                if tail is not None:
+                    meta.saves.append(Save(session, block_ids_of(request_id), len(prompt), first=tail.start,
+                                           source=STAGE))
+                continue
             last = self.saved.pop(session, None)
             if last is not None:
                 self.saved_tokens -= len(last.tokens)
             view = self.views.pop(session, None) or ViewInProgress(0)
-            self.saved[session] = SavedPrompt(prompt, view.moved(len(prompt), last), self.min_run)
+            meta.saves.append(Save(session, block_ids_of(request_id), len(prompt),
+                                   carried=view.carried(prompt, last)))
+            self.saved[session] = SavedPrompt(prompt, self.min_run)
             self.saved_tokens += len(prompt)
         while self.saved_tokens > self.host_tokens:
             dropped, prompt = self.saved.popitem(last=False)

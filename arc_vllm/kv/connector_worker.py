@@ -8,9 +8,14 @@
   the handshake, claims nothing; should a load arrive anyway its blocks are reported as load
   errors, so vLLM recomputes them).
 - ``start_load_kv``: fills claimed slots before the forward that needs them: V copied, K
-  copied then rotated by (new position - old position) (``kernels/kv_layout.py`` ``fill``).
+  copied then rotated from the position it was computed at to its new one
+  (``kernels/kv_layout.py`` ``fill``).
 - ``wait_for_save``: once a step's KV is written, copies each completed prompt's K and V into
-  host memory (outside the engine's KV budget, so a GPU's memory is not touched), per layer.
+  host memory (outside the engine's KV budget, so a GPU's memory is not touched), per layer
+  (``SavedKV``). The positions whose KV came from the session's last saved view are kept as
+  that view kept them, with the position they were computed at: KV moved by one compaction
+  and moved again by the next is rotated once, from where it was computed, not twice (in
+  16-bit caches each rotation rounds). A warm-up stage keeps its last partial block.
 """
 
 from __future__ import annotations
@@ -20,10 +25,38 @@ import logging
 import torch
 
 from arc_vllm.kernels.kv_layout import LayerCache, slots_of
-from arc_vllm.kv.connector_meta import ArcKVHandshake, ArcKVMetadata
+from arc_vllm.kv.connector_meta import STAGE, VIEW, ArcKVHandshake, ArcKVMetadata, Save
 from arc_vllm.kv.layout_check import check_layout, engine_layout
 
 logger = logging.getLogger(__name__)
+
+
+class SavedKV:
+    """K and V of positions ``first ..`` of a saved prompt, per layer (row i: position
+    first + i), and per row the position its K was computed at (``origin``)."""
+
+    def __init__(self, layers: dict[str, tuple[torch.Tensor, torch.Tensor]], first: int, length: int):
+        self.layers = layers
+        self.first = first
+        self.origin = torch.arange(first, first + length, dtype=torch.int64)
+
+    def carry(self, last: "SavedKV | None", pieces: list[tuple[int, int, int]]) -> None:
+        """Take ``pieces`` (position here, position in ``last``, length) as ``last`` kept them."""
+        if last is None:
+            return
+        for new, old, length in pieces:
+            length = min(length, last.first + len(last.origin) - old, self.first + len(self.origin) - new)
+            if length <= 0 or old < last.first or new < self.first:
+                continue
+            here, there = slice(new - self.first, new - self.first + length), slice(old - last.first,
+                                                                                   old - last.first + length)
+            for name, (key, value) in self.layers.items():
+                key[here], value[here] = last.layers[name][0][there], last.layers[name][1][there]
+            self.origin[here] = last.origin[there]
+
+    def rows(self, pieces: list[tuple[int, int, int]]) -> list[tuple[int, int, int]]:
+        """``pieces`` (new position, saved position, length) with saved positions as rows."""
+        return [(new, old - self.first, length) for new, old, length in pieces]
 
 
 class ArcKVWorker:
@@ -33,7 +66,8 @@ class ArcKVWorker:
         # Only for tests of the self-check: write this layout whatever the engine chose.
         self.forced_layout = forced_layout
         self.layers: dict[str, LayerCache] = {}
-        self.store: dict[str, dict[str, tuple[torch.Tensor, torch.Tensor]]] = {}
+        self.store: dict[str, SavedKV] = {}  # session -> its last saved view
+        self.stage_tails: dict[str, SavedKV] = {}  # session -> its last warm-up stage's partial block
         self.checks: list[dict] = []
         self.ok = False
         self.rope = None
@@ -85,17 +119,18 @@ class ArcKVWorker:
 
     def start_load_kv(self, meta: ArcKVMetadata) -> None:
         for load in meta.loads:
-            saved = self.store.get(load.session)
+            saved = (self.store if load.source == VIEW else self.stage_tails).get(load.session)
             if not self.ok or saved is None:  # never fill what the check did not pass
                 block_size = next(iter(self.layers.values())).block_size
                 self.load_errors.update(load.block_ids[position // block_size]
                                         for new, _, length in load.pieces
                                         for position in range(new, new + length))
                 continue
+            pieces = saved.rows(load.pieces)
             for name, layer in self.layers.items():
-                key, value = saved[name]
-                layer.fill(key, value, load.pieces, load.block_ids, self.cos_sin(layer.tensor.device),
-                           self.is_neox)
+                key, value = saved.layers[name]
+                layer.fill(key, value, pieces, load.block_ids, self.cos_sin(layer.tensor.device),
+                           self.is_neox, origin=saved.origin)
 
     def take_load_errors(self) -> set[int]:
         errors, self.load_errors = self.load_errors, set()
@@ -105,10 +140,21 @@ class ArcKVWorker:
         for save in meta.saves:
             if not self.ok:
                 continue
-            store = {}
-            for name, layer in self.layers.items():
-                slots = slots_of(save.block_ids, 0, save.num_tokens, layer.block_size)
-                store[name] = tuple(part.cpu() for part in layer.read(slots.to(layer.tensor.device)))
-            self.store[save.session] = store
+            saved = self.read(save)
+            if save.source == STAGE:
+                self.stage_tails[save.session] = saved
+                continue
+            saved.carry(self.store.get(save.session), save.carried)
+            self.store[save.session] = saved
+            self.stage_tails.pop(save.session, None)  # the view's warm-up is over
         for session in meta.drops:
             self.store.pop(session, None)
+            self.stage_tails.pop(session, None)
+
+    def read(self, save: Save) -> SavedKV:
+        """The K and V of ``save``'s positions, copied out of the engine's cache."""
+        layers = {}
+        for name, layer in self.layers.items():
+            slots = slots_of(save.block_ids, save.first, save.num_tokens - save.first, layer.block_size)
+            layers[name] = tuple(part.cpu() for part in layer.read(slots.to(layer.tensor.device)))
+        return SavedKV(layers, save.first, save.num_tokens - save.first)

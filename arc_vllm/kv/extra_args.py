@@ -3,7 +3,7 @@ write into ``SamplingParams.extra_args`` (``vllm_xargs`` on the OpenAI API), and
 engine-side hook and the KV-reuse connector read back. One class, so no module spells a key.
 
     arc_session       the ARC session the request belongs to (absent: not an ARC request)
-    arc_kv_save       false: a warm-up stage, claimed for but never saved (default true)
+    arc_kv_save       false: a warm-up stage, claimed for, not saved as the view (default true)
     arc_kv_recompute  N: claim nothing unless the run's first N tokens were computed
     arc_compactions   compactions the API server ran for this request (the engine counts them)
 
