@@ -69,7 +69,7 @@ def stage_claims(earlier, current, hit, boundaries, recompute):
     """Each stage's claim as the engine makes it: stage k's hit is stage k-1's last whole
     block, its claim starts with stage k-1's partial block (its tail) and goes on from stage
     k-1's end with pieces of the last view."""
-    saved, claims, tail, stage_hit = SavedPrompt(earlier, MIN_RUN), [], None, hit
+    saved, claims, tail, stage_hit = SavedPrompt(earlier, min_run=MIN_RUN), [], None, hit
     for end in [*boundaries, len(current)]:
         claims.append(plan_claim(saved, current[:end], stage_hit, MIN_RUN, recompute, tail))
         tail, stage_hit = StageTail.of_stage(current[:end], BLOCK), end // BLOCK * BLOCK
@@ -83,7 +83,6 @@ def test_warm_up_stages_never_claim_less_and_each_stage_claims(smol):
     @given(compaction(smol), st.sampled_from([0, 16]))
     def check(pair, recompute):
         earlier, current = pair
-        index = index_runs(earlier, MIN_RUN)
         hit = common_block_prefix(earlier, current)
         boundaries = warmup_boundaries(earlier, current, BLOCK, MIN_RUN, recompute, min_gain=BLOCK,
                                        max_stages=4)
@@ -99,7 +98,7 @@ def test_warm_up_stages_never_claim_less_and_each_stage_claims(smol):
                 assert new == at and current[new:new + length] == earlier[old:old + length]
                 at += length
             assert at <= end - 1
-        without = plan_claim(SavedPrompt(earlier, MIN_RUN), current, hit, MIN_RUN, recompute).tokens
+        without = plan_claim(SavedPrompt(earlier, min_run=MIN_RUN), current, hit, MIN_RUN, recompute).tokens
         assert sum(claimed_tokens(claim.pieces) for claim in claims) >= without
         if recompute == 0:  # every boundary lies in a run the last view holds
             assert all(claim.pieces for claim in claims[1:])
@@ -180,26 +179,36 @@ def test_the_claim_hook_only_plans_and_vllm_may_take_part_of_a_plan(smol):
 
     from arc_vllm.kv.connector_scheduler import ArcKVScheduler
 
-    @given(compaction(smol), st.lists(st.integers(0, 400), min_size=1, max_size=5), st.integers(0, 300))
-    def check(pair, hits, accepted):
+    from arc_vllm.kv.claims import ViewInProgress
+
+    @given(compaction(smol), st.lists(st.integers(0, 400), min_size=1, max_size=5), st.integers(0, 300),
+           st.integers(0, 400))
+    def check(pair, hits, accepted, stage_end):
         last, current = pair
         scheduler = ArcKVScheduler(MIN_RUN, host_tokens=10_000, block_size=BLOCK)
         scheduler.enabled = True
-        scheduler.saved["s"] = SavedPrompt(last, MIN_RUN)
+        scheduler.saved["s"] = SavedPrompt(last, min_run=MIN_RUN)
+        # A warm-up in progress, its last stage ending at ``stage_end`` (a partial block kept).
+        tail = StageTail.of_stage(current[:stage_end], BLOCK)
+        scheduler.views["s"] = ViewInProgress(0, tail=tail)
         request = Request("r", current, SamplingParams(extra_args={"arc_session": "s"}), None)
         before = copy.deepcopy({key: value for key, value in vars(scheduler).items() if key != "saved"})
         for hit in hits:
             hit = min(hit, len(current)) // BLOCK * BLOCK  # vLLM offers block-aligned hits
-            pieces = plan_claim(scheduler.saved["s"], current, hit, MIN_RUN).pieces
-            assert scheduler.get_num_new_matched_tokens(request, hit) == (claimed_tokens(pieces), False)
+            plan = plan_claim(scheduler.saved["s"], current, hit, MIN_RUN, tail=tail)
+            assert scheduler.get_num_new_matched_tokens(request, hit) == (plan.tokens, False)
             assert {key: value for key, value in vars(scheduler).items() if key != "saved"} == before
-            part = plan_claim(scheduler.saved["s"], current, hit, MIN_RUN).taken(accepted).pieces
-            assert claimed_tokens(part) == min(accepted, claimed_tokens(pieces))
+            if plan.tail:  # the stage's partial block first, from the hit, in place
+                assert tail.start == hit and current[:len(tail.prompt)] == tail.prompt
+            pieces, taken = plan.pieces, plan.taken(accepted)
+            part = taken.pieces
+            assert taken.tail == min(accepted, plan.tail)
+            assert claimed_tokens(part) == min(max(accepted - plan.tail, 0), claimed_tokens(pieces))
             if part:
                 assert part[:-1] == pieces[:len(part) - 1]  # whole pieces, then the last one cut
                 (new, old, length), (plan_new, plan_old, plan_length) = part[-1], pieces[len(part) - 1]
                 assert (new, old) == (plan_new, plan_old) and 0 < length <= plan_length
-                starts = [hit] + [start + size for start, _, size in part[:-1]]
+                starts = [hit + plan.tail] + [start + size for start, _, size in part[:-1]]
                 assert [start for start, _, _ in part] == starts  # right after the hit, contiguous
 
     check()

@@ -43,7 +43,10 @@ def test_kv_reuse_implies_arc_and_names_the_connector(monkeypatch):
     for argv in (["--arc-kv-reuse", "--arc-kv-reuse-host-tokens", "4096"],
                  ["--arc-kv-reuse-host-tokens", "4096", "--arc-kv-reuse"]):
         assert parse(["--model", "m", *argv]).kv_transfer_config.kv_connector_extra_config == \
-            {"host_tokens": 4096, "min_run": 16}
+            {"host_tokens": 4096, "min_run": 16, "max_moves": 1}
+    for argv in (["--arc-kv-reuse", "--arc-kv-reuse-max-moves", "3", "--arc-kv-reuse-host-tokens", "4096"],
+                 ["--arc-kv-reuse-max-moves", "3", "--arc-kv-reuse"]):
+        assert parse(["--model", "m", *argv]).kv_transfer_config.kv_connector_extra_config["max_moves"] == 3
 
 
 @pytest.fixture(scope="module")
@@ -148,6 +151,9 @@ def test_bench_kv_reuse_writes_its_figures(tmp_path):
     assert chain["trajectories"] == 1 and chain["compaction_turns"] >= 2
     assert chain["prefill_tokens_computed"]["on"] < chain["prefill_tokens_computed"]["off"]
     assert 0 <= chain["greedy_agreement"] <= 1 and chain["mean_kl"] >= 0
+    floor = chain["chunked"]  # the same chunks, nothing reused: the engine's own numerics
+    assert 0 <= floor["greedy_agreement"] <= 1 and floor["mean_kl"] >= 0
+    assert "the floor" in done.stdout
     assert set(result["niah_accuracy"]) == {"off", "on"}
     assert all(0 <= accuracy <= 1 for accuracy in result["niah_accuracy"].values())
     assert "| on |" in done.stdout and "| off |" in done.stdout
@@ -197,6 +203,9 @@ def test_a_negative_recomputation_is_refused_at_the_command_line(capsys):
     with pytest.raises(SystemExit):
         parse(["--model", "m", "--arc-kv-reuse", "--arc-kv-reuse-recompute", "-1"])
     assert "expected 0 or more tokens, not -1" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        parse(["--model", "m", "--arc-kv-reuse", "--arc-kv-reuse-max-moves", "-2"])
+    assert "not -2" in capsys.readouterr().err
 
 
 def test_bench_kv_reuse_refuses_bad_options_clearly(capsys):

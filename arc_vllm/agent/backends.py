@@ -70,7 +70,8 @@ class VllmBackend:
 
     def __init__(self, model: str | None = None, *, context_window: int = 4096, temperature: float = 0.0,
                  seed: int = 0, max_num_seqs: int = 16, batch_wait_s: float = 0.02,
-                 kv_reuse: bool = False, recompute_tokens: int | None = None, **engine_args):
+                 kv_reuse: bool = False, recompute_tokens: int | None = None,
+                 kv_config: KVReuseConfig | None = None, **engine_args):
         # The process's entry point chose how vLLM runs (``offline.in_process_engine``).
         from vllm import LLM
 
@@ -84,7 +85,7 @@ class VllmBackend:
         engine = dict(max_model_len=context_window, enforce_eager=True, max_num_seqs=max_num_seqs,
                       seed=seed, enable_prefix_caching=True, kv_cache_memory_bytes=2 * 2 ** 30)
         if kv_reuse:
-            engine["kv_transfer_config"] = KVReuseConfig().transfer_config()
+            engine["kv_transfer_config"] = (kv_config or KVReuseConfig()).transfer_config()
         engine.update(engine_args)
         self.llm = LLM(self.model, **engine)
         # Sessions reuse KV only while kv_reuse is on (the connector leaves other requests alone).

@@ -20,7 +20,8 @@ logprobs at the positions whose context is still identical (until and including 
 difference; on's missing tokens take its lowest top-20 logprob). Each pair starts from exact
 KV; ``--chains`` replays whole trajectories too, every view in order, where reused KV stays in
 the prefix cache for later turns and is moved again by the next compaction (the same figures,
-at their compaction turns). Then the NIAH model agent (ARC, forced compactions) on the same
+at their compaction turns, beside the floor: the same views cut into the same chunks with
+nothing reused, against off). Then the NIAH model agent (ARC, forced compactions) on the same
 engine, with and without reuse.
 
 The figures depend on the KV layout the engine chose (vLLM-CPU's attention ISA, which follows
@@ -119,20 +120,25 @@ class SessionRunner:
                                 logprobs=TOP_LOGPROBS if full else None, extra_args=extra_args or None)
         return self.llm.generate([TokensPrompt(prompt_token_ids=tokens)], params, use_tqdm=False)[0]
 
-    def session(self, views: list[tuple[list[int], bool]], recompute: int | None) -> list[dict]:
+    def session(self, views: list[tuple[list[int], bool]], recompute: int | None,
+                chunked: int | None = None) -> list[dict]:
         """One session's views in order (``measured``: generate GENERATED tokens with logprobs)
         from an empty prefix cache; ``recompute`` None: no reuse (off). With reuse, each view's
-        warm-up stages go first, planned as the server plans them (``kv/warmup.py``)."""
+        warm-up stages go first, planned as the server plans them (``kv/warmup.py``). With
+        ``chunked`` N (and no reuse), the stages reuse planned with N go first too, as
+        requests outside any session: the same prefill chunks, every token computed."""
         self.llm.reset_prefix_cache()
         self.runs += 1
-        session = f"bench-{self.runs}" if recompute is not None else None
-        planner = WarmupPlanner(self.block_size, self.config, recompute or 0)
-        extra = ArcExtraArgs(session=session, recompute_tokens=recompute or 0).to_dict()
+        reusing = recompute is not None
+        session = f"bench-{self.runs}" if reusing or chunked is not None else None
+        planner = WarmupPlanner(self.block_size, self.config, recompute if reusing else chunked or 0)
+        extra = ArcExtraArgs(session=session if reusing else None, recompute_tokens=recompute or 0).to_dict()
         results = []
         for tokens, measured in views:
             before = self.connector.num_supplied_tokens
             stages = planner.warm_up([(session, tokens)], lambda batch: [
-                self.generate(stage.prompt, stage.extra_args) for stage in batch]) if session else []
+                self.generate(stage.prompt, stage.extra_args if reusing else None)
+                for stage in batch]) if session else []
             output = self.generate(tokens, extra, full=measured)
             # num_cached_tokens counts the connector's tokens too: computed is what the engine ran.
             computed = sum(len(stage.prompt) - staged.num_cached_tokens for stage, staged in stages)
@@ -144,14 +150,23 @@ class SessionRunner:
 
 def chained(runner: SessionRunner, replayed: list[dict], chains: int, recompute: int) -> dict:
     """Whole trajectories, every view in order, off and on: reused KV stays in the prefix cache
-    for the turns after a compaction and is moved again by the next one, so errors can add up."""
+    for the turns after a compaction and is moved again by the next one, so errors can add up.
+    And ``chunked``, the floor: the same views cut into the same prefill chunks, nothing
+    reused, against off (the engine's own numerics over whole trajectories)."""
     picked = [item for item in replayed if sum(compacted for *_, compacted in item["views"]) >= 2][:chains]
     figures = {"trajectories": len(picked), "turns": 0, "compaction_turns": 0,
                "prefill_tokens_computed": {"off": 0, "on": 0},
                "compaction_prefill_tokens_computed": {"off": 0, "on": 0}, "agreement": [], "kl": []}
+    floor = {"agreement": [], "kl": []}
     for item in picked:
         views = [(tokens, compacted) for _, tokens, compacted in item["views"]]
         off, on = runner.session(views, None), runner.session(views, recompute)
+        chunks = runner.session(views, None, chunked=recompute)
+        for reference, result in zip(off, chunks):
+            if reference["measured"]:
+                agreement, kl = agreement_and_kl(reference["output"], result["output"])
+                floor["agreement"].append(agreement)
+                floor["kl"].append(kl)
         figures["turns"] += len(views)
         for reference, result in zip(off, on):
             for mode, row in (("off", reference), ("on", result)):
@@ -167,6 +182,8 @@ def chained(runner: SessionRunner, replayed: list[dict], chains: int, recompute:
     agreements, divergences = figures.pop("agreement"), figures.pop("kl")
     figures["greedy_agreement"] = round(sum(agreements) / max(len(agreements), 1), 4)
     figures["mean_kl"] = round(sum(divergences) / max(len(divergences), 1), 5)
+    figures["chunked"] = {"greedy_agreement": round(sum(floor["agreement"]) / max(len(floor["agreement"]), 1), 4),
+                          "mean_kl": round(sum(floor["kl"]) / max(len(floor["kl"]), 1), 5)}
     return figures
 
 
@@ -223,7 +240,8 @@ def force_attention_isa(isa: str) -> None:
     cpu_attn._get_attn_isa = forced
 
 
-def start_engine(model: str | None, context_window: int, dtype: str, attention_isa: str = "auto"):
+def start_engine(model: str | None, context_window: int, dtype: str, attention_isa: str = "auto",
+                 max_moves: int | None = None):
     """The in-process engine with ARC's connector (the runner reads the connector's own count
     of claimed tokens), and what the figures depend on; refuses a connector whose layout check
     failed (it would reuse nothing)."""
@@ -231,7 +249,8 @@ def start_engine(model: str | None, context_window: int, dtype: str, attention_i
 
     if attention_isa != "auto":
         force_attention_isa(attention_isa)
-    backend = VllmBackend(model, context_window=context_window, kv_reuse=True, dtype=dtype)
+    config = KVReuseConfig(max_moves=max_moves) if max_moves is not None else KVReuseConfig()
+    backend = VllmBackend(model, context_window=context_window, kv_reuse=True, dtype=dtype, kv_config=config)
     where = machine(backend.llm)
     logger.info("engine: attention %s, %s, CPU flags %s", where["isa"], where["dtype"], " ".join(where["cpu_flags"]))
     if not all(check["ok"] for check in where["kv_reuse_check"]):
@@ -277,14 +296,15 @@ def measure_pairs(runner: SessionRunner, pairs: list[dict], modes: dict) -> tupl
 
 def run(out: str, paths: list[str], model: str | None, context_window: int, max_tokens: int,
         pairs_limit: int, recompute: list[int], niah_tasks: int, niah_max_calls: int, chains: int = 2,
-        dtype: str = "auto", attention_isa: str = "auto", diagnose: bool = False) -> dict:
+        dtype: str = "auto", attention_isa: str = "auto", diagnose: bool = False,
+        max_moves: int | None = None) -> dict:
     from arc_vllm.core.config import ArcConfig
     from arc_vllm.core.tokens import load_counter
 
     started = time.perf_counter()
     out_dir = Path(out)
     out_dir.mkdir(parents=True, exist_ok=True)
-    backend, where = start_engine(model, context_window, dtype, attention_isa)
+    backend, where = start_engine(model, context_window, dtype, attention_isa, max_moves)
     try:
         counter = load_counter(backend.model)
         replayed = replayed_views(paths, ArcConfig.for_window(context_window, max_tokens), counter)
@@ -308,6 +328,7 @@ def run(out: str, paths: list[str], model: str | None, context_window: int, max_
     finally:
         backend.close()
     result = {"model": backend.model, "machine": where, "context_window": context_window,
+              "connector": KVReuseConfig.of_vllm(backend.llm.llm_engine.vllm_config).extra(),
               "compaction_turns": len(pairs),
               "compaction_prompt_tokens": sum(len(pair["current"]) for pair in pairs),
               "prefill_tokens_computed": {"off": off["computed"],
@@ -341,7 +362,9 @@ def table(result: dict) -> str:
                   f" off, {chain['prefill_tokens_computed']['on']} on (compaction turns "
                   f"{chain['compaction_prefill_tokens_computed']['off']} / "
                   f"{chain['compaction_prefill_tokens_computed']['on']}); at compaction turns greedy agreement "
-                  f"{chain['greedy_agreement']:.3f}, mean KL {chain['mean_kl']:.4f}"]
+                  f"{chain['greedy_agreement']:.3f}, mean KL {chain['mean_kl']:.4f}; the same views in the same "
+                  f"chunks, nothing reused (the floor): {chain['chunked']['greedy_agreement']:.3f}, "
+                  f"{chain['chunked']['mean_kl']:.4f}"]
     if result.get("diagnosis"):
         lines += ["", kv_reuse_diagnosis.table(result["diagnosis"])]
     if result["niah"]:
@@ -379,6 +402,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--diagnose", action="store_true",
                         help="also read the reused and the recomputed KV back from the cache and say "
                              "where the quality goes (kv_reuse_diagnosis.py)")
+    parser.add_argument("--max-moves", type=int, default=None,
+                        help="the connector's max_moves: compactions in a row that may move a token's KV "
+                             "(default: the connector's, 1); it changes the chained figures only, since "
+                             "each pair starts from computed KV")
     parser.add_argument("--out", default="runs/kv-reuse", help="output folder (default runs/kv-reuse)")
     args = parser.parse_args(argv)
     missing = [path for path in args.files if not Path(path).exists()]
@@ -393,10 +420,12 @@ def main(argv: list[str] | None = None) -> int:
     if not recompute or min((r for r in recompute if r is not None), default=0) < 0:
         parser.error("--recompute: at least one N >= 0")
     recompute = list(dict.fromkeys(recompute))
+    if args.max_moves is not None and args.max_moves < 0:
+        parser.error(f"--max-moves {args.max_moves}: expected 0 or more")
     try:
         result = run(args.out, args.files, args.model, args.context_window, args.max_tokens, args.turns,
                      recompute, args.niah_tasks, args.niah_max_calls, args.chains, dtype=args.dtype,
-                     attention_isa=args.attention_isa, diagnose=args.diagnose)
+                     attention_isa=args.attention_isa, diagnose=args.diagnose, max_moves=args.max_moves)
     except ValueError as error:
         parser.error(str(error))
     except RuntimeError as error:

@@ -11,13 +11,16 @@ a new prompt after vLLM's prefix-cache hit, what the connector fills (a ``Claim`
 - the common turn (the prompt goes on from the saved one): the rest of the saved text, in
   place (nothing before it changed);
 - after a compaction: the contiguous run of pieces found in the saved prompt
-  (``spans.claim_pieces``), wherever they sit. KV moved before may be moved again: the worker
-  keeps each position's KV as it was computed, with the position it was computed at, so a
-  move rotates once from there and the error of moves does not add up over compactions.
+  (``spans.claim_pieces``), wherever they sit, taking only positions whose KV was moved fewer
+  than ``max_moves`` times (``KVReuseConfig``; 1: KV is moved once, then computed again).
+  Moved KV saw the text before it as it was when it was computed; moved again, it saw the
+  text of two compactions ago, and over whole trajectories that error adds up. A move of
+  moved KV rotates once, from where it was computed (the worker keeps each position's KV as
+  computed, with its position), so rounding does not add up.
 
-``ViewInProgress`` collects a view's claims over its warm-up stages and says which of its
-positions' KV came from the saved prompt (``carried``: the worker keeps those as first
-computed). ``ClaimReplay`` runs the same rule over a session's prompts in pure token
+``ViewInProgress`` collects a view's claims over its warm-up stages, gives the saved prompt's
+move counts and says which of its positions' KV came from the saved prompt (``carried``: the
+worker keeps those as first computed). ``ClaimReplay`` runs the same rule over a session's prompts in pure token
 arithmetic, stages and their tails included (what ``replay`` reports as
 ``kv_claimable_tokens`` and ``kv_staged_claimable_tokens``). Pure Python; run
 ``python -m arc_vllm.kv.claims`` for an example.
@@ -27,25 +30,38 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from arc_vllm.kv.config import MIN_RUN
+from arc_vllm.kv.config import MAX_MOVES, MIN_RUN
 from arc_vllm.kv.spans import claim_pieces, claimed_tokens, index_runs, matched_runs, warmup_boundaries
 
 Pieces = list[tuple[int, int, int]]  # (start in the new prompt, start in the saved one, length)
 
 
 class SavedPrompt:
-    """A saved prompt's token ids. The index of its runs is built when a claim first needs it
-    (a compaction turn), not on save, so the engine's scheduling loop pays for it only then."""
+    """A saved prompt's token ids, and per position how many times its KV was moved. The index
+    of the movable runs is built when a claim first needs it (a compaction turn), not on save,
+    so the engine's scheduling loop pays for it only then."""
 
-    def __init__(self, tokens: list[int], min_run: int):
+    def __init__(self, tokens: list[int], moves: bytearray | None = None, min_run: int = MIN_RUN,
+                 max_moves: int = MAX_MOVES):
         self.tokens = tokens
+        self.moves = moves if moves is not None else bytearray(len(tokens))
         self.min_run = min_run
+        self.max_moves = max_moves
+        self._movable = None
         self._index = None
+
+    @property
+    def movable(self) -> list[int]:
+        """The tokens, with positions moved ``max_moves`` times replaced by values no token equals."""
+        if self._movable is None:
+            self._movable = [-1 - i if moves >= self.max_moves else token
+                             for i, (token, moves) in enumerate(zip(self.tokens, self.moves))]
+        return self._movable
 
     @property
     def index(self) -> dict:
         if self._index is None:
-            self._index = index_runs(self.tokens, self.min_run)
+            self._index = index_runs(self.movable, self.min_run)
         return self._index
 
 
@@ -116,7 +132,7 @@ def plan_claim(saved: SavedPrompt | None, prompt: list[int], hit: int, min_run: 
         while at + length < end and saved.tokens[at + length] == prompt[at + length]:
             length += 1
         return Claim(from_tail, [(at, at, min(length, end - at))])
-    return Claim(from_tail, claim_pieces(saved.tokens, saved.index, prompt, at, min_run, recompute_tokens))
+    return Claim(from_tail, claim_pieces(saved.movable, saved.index, prompt, at, min_run, recompute_tokens))
 
 
 @dataclass
@@ -128,6 +144,19 @@ class ViewInProgress:
     first_hit: int
     pieces: Pieces = field(default_factory=list)
     tail: StageTail | None = None
+
+    def moves(self, length: int, last: SavedPrompt | None) -> bytearray:
+        """Per position of the view: how many times its KV was moved. The hit's blocks came
+        from the last prompt (its counts go on); a piece claimed in place keeps its source's
+        counts, a moved piece counts one more."""
+        moves = bytearray(length)
+        if last is not None:
+            inherited = min(self.first_hit, len(last.moves), length)
+            moves[:inherited] = last.moves[:inherited]
+            for new, old, size in self.pieces:
+                source = last.moves[old:old + size]
+                moves[new:new + size] = source if new == old else bytes(min(count + 1, 255) for count in source)
+        return moves
 
     def carried(self, prompt: list[int], last: SavedPrompt | None) -> Pieces:
         """The pieces of the view whose KV came from the last saved prompt: the hit's blocks
@@ -148,20 +177,24 @@ class ClaimReplay:
     found anywhere in the last prompt). ``hit`` is the block-aligned common prefix vLLM's
     prefix cache gives; a stage's hit is its predecessor's last whole block."""
 
-    def __init__(self, block_size: int, min_run: int = MIN_RUN, recompute_tokens: int = 0):
+    def __init__(self, block_size: int, min_run: int = MIN_RUN, recompute_tokens: int = 0,
+                 max_moves: int = MAX_MOVES):
         self.block_size = block_size
         self.min_run = min_run
         self.recompute_tokens = recompute_tokens
+        self.max_moves = max_moves
         self.saved: SavedPrompt | None = None
 
     def next(self, prompt: list[int], hit: int) -> dict:
         saved, min_run = self.saved, self.min_run
-        self.saved = SavedPrompt(prompt, min_run)
         if saved is None:
+            self.saved = SavedPrompt(prompt, None, min_run, self.max_moves)
             return {"claimable": 0, "staged": 0, "relocatable": 0, "pieces": []}
         claimable = plan_claim(saved, prompt, hit, min_run, self.recompute_tokens).tokens
+        # The server's planner knows the last view's tokens, not their moves: every run counts.
+        index = index_runs(saved.tokens, min_run)
         boundaries = warmup_boundaries(saved.tokens, prompt, self.block_size, min_run, self.recompute_tokens,
-                                       index=saved.index)
+                                       index=index)
         view, tail, stage_hit = ViewInProgress(hit), None, hit
         for end in [*boundaries, len(prompt)]:
             view.pieces.extend(plan_claim(saved, prompt[:end], stage_hit, min_run, self.recompute_tokens,
@@ -169,7 +202,8 @@ class ClaimReplay:
             # The stage computes up to ``end``; its whole blocks join the prefix cache.
             tail = StageTail.of_stage(prompt[:end], self.block_size)
             stage_hit = end // self.block_size * self.block_size
-        relocatable = sum(length for _, length in matched_runs(saved.tokens, saved.index, prompt, hit, min_run))
+        relocatable = sum(length for _, length in matched_runs(saved.tokens, index, prompt, hit, min_run))
+        self.saved = SavedPrompt(prompt, view.moves(len(prompt), saved), min_run, self.max_moves)
         return {"claimable": claimable, "staged": claimed_tokens(view.pieces), "relocatable": relocatable,
                 "pieces": view.pieces}
 

@@ -9,7 +9,9 @@ same engine config:
     KVReuseConfig(host_tokens=8192).transfer_config()   # the kv_transfer_config that installs it
 
 Options: ``min_run`` (16: the shortest piece worth claiming), ``host_tokens`` (65536: saved
-tokens over all sessions; host memory is that times the model's KV bytes per token), and the
+tokens over all sessions; host memory is that times the model's KV bytes per token),
+``max_moves`` (1: how many compactions in a row may move a token's KV before it is computed
+again; each move reuses KV that saw the text of one more compaction ago), and the
 connector's own ``is_neox`` and ``layout`` (see ``kv/connector.py``), passed through.
 
 ``default_recompute_tokens(dtype)`` is how many tokens of each claimed run are recomputed when
@@ -30,6 +32,7 @@ CONNECTOR_MODULE = "arc_vllm.kv.connector"
 class KVReuseConfig:
     min_run: int = 16
     host_tokens: int = 65536
+    max_moves: int = 1
     other: dict = field(default_factory=dict)  # the connector's own options (is_neox, layout)
 
     @classmethod
@@ -37,7 +40,8 @@ class KVReuseConfig:
         extra = dict(extra or {})
         defaults = cls()
         return cls(min_run=int(extra.pop("min_run", defaults.min_run)),
-                   host_tokens=int(extra.pop("host_tokens", defaults.host_tokens)), other=extra)
+                   host_tokens=int(extra.pop("host_tokens", defaults.host_tokens)),
+                   max_moves=int(extra.pop("max_moves", defaults.max_moves)), other=extra)
 
     @classmethod
     def of_vllm(cls, vllm_config) -> "KVReuseConfig":
@@ -46,7 +50,8 @@ class KVReuseConfig:
         return cls.of_extra(transfer.kv_connector_extra_config if transfer is not None else None)
 
     def extra(self) -> dict:
-        return {"min_run": self.min_run, "host_tokens": self.host_tokens, **self.other}
+        return {"min_run": self.min_run, "host_tokens": self.host_tokens, "max_moves": self.max_moves,
+                **self.other}
 
     def transfer_config(self) -> dict:
         """vLLM's ``kv_transfer_config`` (as keyword arguments of ``KVTransferConfig``)."""
@@ -55,6 +60,7 @@ class KVReuseConfig:
 
 
 MIN_RUN = KVReuseConfig().min_run
+MAX_MOVES = KVReuseConfig().max_moves
 
 # From `bench kv-reuse --turns 200` (42 compaction turns, SmolLM2-135M): in float32 reused KV
 # meets the targets with the first 64 tokens of a run recomputed (agreement 0.905, KL 0.016 at

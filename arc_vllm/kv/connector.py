@@ -24,6 +24,7 @@ down, the layout check up once at start. Reused KV is exact at layer 0 and appro
 
 Options (``kv_connector_extra_config``, read through ``kv/config.py`` ``KVReuseConfig``, as
 every warm-up stager reads them): ``min_run`` (16: shortest piece worth claiming),
+``max_moves`` (1: compactions in a row that may move a token's KV before it is computed again),
 ``host_tokens`` (65536: saved tokens over all sessions; host memory is that times the
 model's KV bytes per token, e.g. 1.5 GB for SmolLM2-135M, 9.7 GB for Qwen3-8B, shared among
 tensor-parallel workers, plus 8 bytes per token for the position each K was computed at, and
@@ -51,7 +52,7 @@ class ArcKVConnector(KVConnectorBase_V1):
             from arc_vllm.kv.connector_scheduler import ArcKVScheduler
 
             self.scheduler = ArcKVScheduler(config.min_run, config.host_tokens,
-                                            vllm_config.cache_config.block_size)
+                                            vllm_config.cache_config.block_size, config.max_moves)
             self.worker = None
         else:
             from arc_vllm.kv.connector_worker import ArcKVWorker

@@ -52,8 +52,9 @@ KV_REUSE_ENABLED = Gauge("arc_kv_reuse_enabled", "1 when --arc-kv-reuse passed i
 
 
 class ArcKVScheduler:
-    def __init__(self, min_run: int, host_tokens: int, block_size: int):
+    def __init__(self, min_run: int, host_tokens: int, block_size: int, max_moves: int = 1):
         self.min_run = min_run
+        self.max_moves = max_moves
         self.host_tokens = host_tokens
         self.block_size = block_size
         self.enabled = False  # until the workers' layout check passed
@@ -145,7 +146,9 @@ class ArcKVScheduler:
                 continue
             del self.pending_saves[request_id]
             if not is_view:
-                tail = StageTail.of_stage(prompt, self.block_size)
+                # Kept only for a session whose view is saved (the host budget then bounds it:
+                # dropping the session drops both), and replaced by the stage after.
+                tail = StageTail.of_stage(prompt, self.block_size) if session in self.saved else None
                 if session in self.views:
                     self.views[session].tail = tail
                 if tail is not None:
@@ -158,7 +161,8 @@ class ArcKVScheduler:
             view = self.views.pop(session, None) or ViewInProgress(0)
             meta.saves.append(Save(session, block_ids_of(request_id), len(prompt),
                                    carried=view.carried(prompt, last)))
-            self.saved[session] = SavedPrompt(prompt, self.min_run)
+            self.saved[session] = SavedPrompt(prompt, view.moves(len(prompt), last), self.min_run,
+                                              self.max_moves)
             self.saved_tokens += len(prompt)
         while self.saved_tokens > self.host_tokens:
             dropped, prompt = self.saved.popitem(last=False)

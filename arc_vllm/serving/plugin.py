@@ -29,6 +29,7 @@ options are parsed and ignored, no route is added, the engine is vLLM's own. Wit
     --arc-kv-reuse-recompute N  recompute the first N tokens of each reused run (default: 64
                               in float32, 256 in 16-bit dtypes; docs/kv-reuse.md)
     --arc-kv-reuse-host-tokens N  past views' tokens kept in host memory (default 65536)
+    --arc-kv-reuse-max-moves N  compactions in a row that may move a token's KV (default 1)
     --arc-max-tokens N        G_max: the least room kept for each answer (default 512); the
                               client's own max_tokens is granted as vLLM grants it
     --arc-answer-room-percent P  once ARC acts, views leave a request the room it asks for,
@@ -98,20 +99,24 @@ class EnableKVReuse(EnableArc):
         if getattr(namespace, "kv_transfer_config", None) is None:
             from vllm.config import KVTransferConfig
 
-            host_tokens = getattr(namespace, "arc_kv_reuse_host_tokens", None)
-            config = KVReuseConfig(host_tokens=host_tokens) if host_tokens is not None else KVReuseConfig()
+            given = {option: getattr(namespace, f"arc_kv_reuse_{option}", None) for option in CONNECTOR_OPTIONS}
+            config = KVReuseConfig(**{option: value for option, value in given.items() if value is not None})
             namespace.kv_transfer_config = KVTransferConfig(**config.transfer_config())
 
 
-class KVReuseHostTokens(argparse.Action):
-    """``--arc-kv-reuse-host-tokens N``: the connector's ``host_tokens`` (see kv/connector.py)."""
+CONNECTOR_OPTIONS = ("host_tokens", "max_moves")  # --arc-kv-reuse-host-tokens, --arc-kv-reuse-max-moves
+
+
+class KVReuseOption(argparse.Action):
+    """``--arc-kv-reuse-host-tokens N``, ``--arc-kv-reuse-max-moves N``: the connector's own
+    options (see kv/config.py), before or after ``--arc-kv-reuse``."""
 
     def __call__(self, parser, namespace, values, option_string=None):
         setattr(namespace, self.dest, values)
         config = getattr(namespace, "kv_transfer_config", None)
         if config is not None and config.kv_connector == CONNECTOR_NAME:
             config.kv_connector_extra_config = {**(config.kv_connector_extra_config or {}),
-                                                "host_tokens": values}
+                                                self.dest.removeprefix("arc_kv_reuse_"): values}
 
 
 def token_count(text: str) -> int:
@@ -181,9 +186,14 @@ def add_arc_arguments(parser) -> None:
                             "recomputing it: fewer prefill tokens, approximate beyond layer 0 "
                             "(see `arc-vllm bench kv-reuse`)")
     group.add_argument("--arc-kv-reuse-host-tokens", type=int, default=None, metavar="N",
-                       action=KVReuseHostTokens,
+                       action=KVReuseOption,
                        help="with --arc-kv-reuse: tokens of past views kept in host memory over "
                             "all sessions, oldest session dropped first (default 65536)")
+    group.add_argument("--arc-kv-reuse-max-moves", type=token_count, default=None, metavar="N",
+                       action=KVReuseOption,
+                       help="with --arc-kv-reuse: compactions in a row that may move a token's KV "
+                            "before it is computed again (default 1; more claims more, and "
+                            "whole trajectories drift further from recomputation)")
     group.add_argument("--arc-kv-reuse-recompute", type=token_count, default=None, metavar="N",
                        help="with --arc-kv-reuse: recompute the first N tokens of each reused run "
                             "(0: reuse all; default by the engine's dtype: 64 in float32, 256 in "
