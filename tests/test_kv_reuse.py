@@ -43,10 +43,11 @@ def test_kv_reuse_implies_arc_and_names_the_connector(monkeypatch):
     for argv in (["--arc-kv-reuse", "--arc-kv-reuse-host-tokens", "4096"],
                  ["--arc-kv-reuse-host-tokens", "4096", "--arc-kv-reuse"]):
         assert parse(["--model", "m", *argv]).kv_transfer_config.kv_connector_extra_config == \
-            {"host_tokens": 4096, "min_run": 16, "max_moves": 1}
-    for argv in (["--arc-kv-reuse", "--arc-kv-reuse-max-moves", "3", "--arc-kv-reuse-host-tokens", "4096"],
-                 ["--arc-kv-reuse-max-moves", "3", "--arc-kv-reuse"]):
-        assert parse(["--model", "m", *argv]).kv_transfer_config.kv_connector_extra_config["max_moves"] == 3
+            {"host_tokens": 4096, "min_run": 16, "max_moves": 1, "min_gain": 128}
+    for argv in (["--arc-kv-reuse", "--arc-kv-reuse-max-moves", "3", "--arc-kv-reuse-min-gain", "32"],
+                 ["--arc-kv-reuse-max-moves", "3", "--arc-kv-reuse-min-gain", "32", "--arc-kv-reuse"]):
+        extra = parse(["--model", "m", *argv]).kv_transfer_config.kv_connector_extra_config
+        assert (extra["max_moves"], extra["min_gain"]) == (3, 32)
 
 
 @pytest.fixture(scope="module")
@@ -193,9 +194,9 @@ def test_the_diagnosis_separates_where_reused_kvs_error_comes_from(tmp_path):
 
 
 def test_the_default_recomputation_follows_the_dtype():
-    # float32's reused KV meets the targets at 64 recomputed tokens; 16-bit dtypes need 256
+    # float32's reused KV keeps recomputation's KL target at 128 recomputed tokens; 16-bit dtypes need 256
     # (docs/kv-reuse.md, "The default").
-    assert default_recompute_tokens("float32") == default_recompute_tokens("torch.float32") == 64
+    assert default_recompute_tokens("float32") == default_recompute_tokens("torch.float32") == 128
     assert default_recompute_tokens("bfloat16") == default_recompute_tokens("torch.float16") == 256
 
 

@@ -241,7 +241,7 @@ def force_attention_isa(isa: str) -> None:
 
 
 def start_engine(model: str | None, context_window: int, dtype: str, attention_isa: str = "auto",
-                 max_moves: int | None = None):
+                 max_moves: int | None = None, min_gain: int | None = None):
     """The in-process engine with ARC's connector (the runner reads the connector's own count
     of claimed tokens), and what the figures depend on; refuses a connector whose layout check
     failed (it would reuse nothing)."""
@@ -249,7 +249,8 @@ def start_engine(model: str | None, context_window: int, dtype: str, attention_i
 
     if attention_isa != "auto":
         force_attention_isa(attention_isa)
-    config = KVReuseConfig(max_moves=max_moves) if max_moves is not None else KVReuseConfig()
+    given = {"max_moves": max_moves, "min_gain": min_gain}
+    config = KVReuseConfig(**{option: value for option, value in given.items() if value is not None})
     backend = VllmBackend(model, context_window=context_window, kv_reuse=True, dtype=dtype, kv_config=config)
     where = machine(backend.llm)
     logger.info("engine: attention %s, %s, CPU flags %s", where["isa"], where["dtype"], " ".join(where["cpu_flags"]))
@@ -297,14 +298,14 @@ def measure_pairs(runner: SessionRunner, pairs: list[dict], modes: dict) -> tupl
 def run(out: str, paths: list[str], model: str | None, context_window: int, max_tokens: int,
         pairs_limit: int, recompute: list[int], niah_tasks: int, niah_max_calls: int, chains: int = 2,
         dtype: str = "auto", attention_isa: str = "auto", diagnose: bool = False,
-        max_moves: int | None = None) -> dict:
+        max_moves: int | None = None, min_gain: int | None = None) -> dict:
     from arc_vllm.core.config import ArcConfig
     from arc_vllm.core.tokens import load_counter
 
     started = time.perf_counter()
     out_dir = Path(out)
     out_dir.mkdir(parents=True, exist_ok=True)
-    backend, where = start_engine(model, context_window, dtype, attention_isa, max_moves)
+    backend, where = start_engine(model, context_window, dtype, attention_isa, max_moves, min_gain)
     try:
         counter = load_counter(backend.model)
         replayed = replayed_views(paths, ArcConfig.for_window(context_window, max_tokens), counter)
@@ -406,6 +407,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="the connector's max_moves: compactions in a row that may move a token's KV "
                              "(default: the connector's, 1); it changes the chained figures only, since "
                              "each pair starts from computed KV")
+    parser.add_argument("--min-gain", type=int, default=None,
+                        help="the connector's min_gain: the least claim a warm-up stage is sent for "
+                             "(default: the connector's, 128)")
     parser.add_argument("--out", default="runs/kv-reuse", help="output folder (default runs/kv-reuse)")
     args = parser.parse_args(argv)
     missing = [path for path in args.files if not Path(path).exists()]
@@ -420,12 +424,14 @@ def main(argv: list[str] | None = None) -> int:
     if not recompute or min((r for r in recompute if r is not None), default=0) < 0:
         parser.error("--recompute: at least one N >= 0")
     recompute = list(dict.fromkeys(recompute))
-    if args.max_moves is not None and args.max_moves < 0:
-        parser.error(f"--max-moves {args.max_moves}: expected 0 or more")
+    for option in ("max_moves", "min_gain"):
+        if getattr(args, option) is not None and getattr(args, option) < 0:
+            parser.error(f"--{option.replace('_', '-')} {getattr(args, option)}: expected 0 or more")
     try:
         result = run(args.out, args.files, args.model, args.context_window, args.max_tokens, args.turns,
                      recompute, args.niah_tasks, args.niah_max_calls, args.chains, dtype=args.dtype,
-                     attention_isa=args.attention_isa, diagnose=args.diagnose, max_moves=args.max_moves)
+                     attention_isa=args.attention_isa, diagnose=args.diagnose, max_moves=args.max_moves,
+                     min_gain=args.min_gain)
     except ValueError as error:
         parser.error(str(error))
     except RuntimeError as error:

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from arc_vllm.kv.config import MAX_MOVES, MIN_RUN
+from arc_vllm.kv.config import MAX_MOVES, MIN_GAIN, MIN_RUN
 from arc_vllm.kv.spans import claim_pieces, claimed_tokens, index_runs, matched_runs, warmup_boundaries
 
 Pieces = list[tuple[int, int, int]]  # (start in the new prompt, start in the saved one, length)
@@ -178,11 +178,12 @@ class ClaimReplay:
     prefix cache gives; a stage's hit is its predecessor's last whole block."""
 
     def __init__(self, block_size: int, min_run: int = MIN_RUN, recompute_tokens: int = 0,
-                 max_moves: int = MAX_MOVES):
+                 max_moves: int = MAX_MOVES, min_gain: int = MIN_GAIN):
         self.block_size = block_size
         self.min_run = min_run
         self.recompute_tokens = recompute_tokens
         self.max_moves = max_moves
+        self.min_gain = min_gain
         self.saved: SavedPrompt | None = None
 
     def next(self, prompt: list[int], hit: int) -> dict:
@@ -194,7 +195,7 @@ class ClaimReplay:
         # The server's planner knows the last view's tokens, not their moves: every run counts.
         index = index_runs(saved.tokens, min_run)
         boundaries = warmup_boundaries(saved.tokens, prompt, self.block_size, min_run, self.recompute_tokens,
-                                       index=index)
+                                       min_gain=self.min_gain, index=index)
         view, tail, stage_hit = ViewInProgress(hit), None, hit
         for end in [*boundaries, len(prompt)]:
             view.pieces.extend(plan_claim(saved, prompt[:end], stage_hit, min_run, self.recompute_tokens,

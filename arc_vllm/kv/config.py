@@ -11,7 +11,8 @@ same engine config:
 Options: ``min_run`` (16: the shortest piece worth claiming), ``host_tokens`` (65536: saved
 tokens over all sessions; host memory is that times the model's KV bytes per token),
 ``max_moves`` (1: how many compactions in a row may move a token's KV before it is computed
-again; each move reuses KV that saw the text of one more compaction ago), and the
+again; each move reuses KV that saw the text of one more compaction ago), ``min_gain`` (128:
+the least claim a warm-up stage is sent for; the stagers read it), and the
 connector's own ``is_neox`` and ``layout`` (see ``kv/connector.py``), passed through.
 
 ``default_recompute_tokens(dtype)`` is how many tokens of each claimed run are recomputed when
@@ -33,6 +34,7 @@ class KVReuseConfig:
     min_run: int = 16
     host_tokens: int = 65536
     max_moves: int = 1
+    min_gain: int = 128
     other: dict = field(default_factory=dict)  # the connector's own options (is_neox, layout)
 
     @classmethod
@@ -41,7 +43,8 @@ class KVReuseConfig:
         defaults = cls()
         return cls(min_run=int(extra.pop("min_run", defaults.min_run)),
                    host_tokens=int(extra.pop("host_tokens", defaults.host_tokens)),
-                   max_moves=int(extra.pop("max_moves", defaults.max_moves)), other=extra)
+                   max_moves=int(extra.pop("max_moves", defaults.max_moves)),
+                   min_gain=int(extra.pop("min_gain", defaults.min_gain)), other=extra)
 
     @classmethod
     def of_vllm(cls, vllm_config) -> "KVReuseConfig":
@@ -51,7 +54,7 @@ class KVReuseConfig:
 
     def extra(self) -> dict:
         return {"min_run": self.min_run, "host_tokens": self.host_tokens, "max_moves": self.max_moves,
-                **self.other}
+                "min_gain": self.min_gain, **self.other}
 
     def transfer_config(self) -> dict:
         """vLLM's ``kv_transfer_config`` (as keyword arguments of ``KVTransferConfig``)."""
@@ -61,13 +64,14 @@ class KVReuseConfig:
 
 MIN_RUN = KVReuseConfig().min_run
 MAX_MOVES = KVReuseConfig().max_moves
+MIN_GAIN = KVReuseConfig().min_gain
 
-# From `bench kv-reuse --turns 200` (42 compaction turns, SmolLM2-135M): in float32 reused KV
-# meets the targets with the first 64 tokens of a run recomputed (agreement 0.905, KL 0.016 at
-# 0.67 of the prefill; chained 0.909). In 16-bit dtypes the seams' error is amplified: below
-# 256 tokens the KL stays 16-30x recomputation's own, at 256 it equals it (0.001) and reuse
-# still saves 11%.
-RECOMPUTE_TOKENS = {"float32": 64}
+# From `bench kv-reuse --turns 200` (42 compaction turns, SmolLM2-135M; docs/kv-reuse.md): in
+# float32, with the first 128 tokens of a run recomputed (and chains of 128 staged), reused KV
+# keeps KL 0.016 at 0.68 of the prefill (agreement 0.871), chained agreement 0.888 / KL 0.008.
+# In 16-bit dtypes the seams' error is amplified: below 256 tokens the KL stays 16-30x
+# recomputation's own, at 256 it is recomputation's (0.001-0.002) and reuse still saves.
+RECOMPUTE_TOKENS = {"float32": 128}
 RECOMPUTE_TOKENS_16_BIT = 256
 
 

@@ -102,7 +102,7 @@ def matched_runs(earlier: list[int], index: dict, current: list[int], start: int
 
 
 def warmup_boundaries(earlier: list[int] | None, current: list[int], block_size: int, min_run: int,
-                      recompute_tokens: int = 0, min_gain: int = 32, max_stages: int = 16,
+                      recompute_tokens: int = 0, min_gain: int = 128, max_stages: int = 16,
                       index: dict | None = None) -> list[int]:
     """Where to cut ``current`` into warm-up stages (empty: none) so that a connector can claim
     reusable runs that new text separates. Stage k sends ``current[:boundary_k]``: the prefix

@@ -47,12 +47,13 @@ class Stage:
 
 class WarmupPlanner:
     """Remembers each session's last view (an LRU of ``max_sessions``) and plans the next
-    view's stages against it, with the connector's ``min_run``."""
+    view's stages against it, with the connector's ``min_run`` and ``min_gain``."""
 
     def __init__(self, block_size: int, config: KVReuseConfig | None = None, recompute_tokens: int = 0,
                  max_sessions: int = MAX_SESSIONS):
         self.block_size = block_size
         self.min_run = (config or KVReuseConfig()).min_run
+        self.min_gain = (config or KVReuseConfig()).min_gain
         self.recompute_tokens = recompute_tokens
         self.last_views: LRUCache = LRUCache(maxsize=max_sessions)
 
@@ -75,7 +76,8 @@ class WarmupPlanner:
         self.last_views[session] = tokens
         extra = ArcExtraArgs(session=session, save=False, recompute_tokens=self.recompute_tokens).to_dict()
         return [Stage(session, tokens[:boundary], extra) for boundary in
-                warmup_boundaries(previous, tokens, self.block_size, self.min_run, self.recompute_tokens)]
+                warmup_boundaries(previous, tokens, self.block_size, self.min_run, self.recompute_tokens,
+                                  min_gain=self.min_gain)]
 
     def warm_up(self, views: list[tuple[str, list[int]]],
                 send: Callable[[list[Stage]], list]) -> list[tuple[Stage, object]]:

@@ -63,8 +63,9 @@ def replay_one(trajectory: Trajectory, config: ArcConfig, counter) -> dict:
     full_tokens = context.prefix_tokens  # what a full-context prompt would hold so far
     previous_ids = None
     claims = ClaimReplay(block_size=PREFIX_BLOCK_TOKENS)  # what --arc-kv-reuse's connector would claim
-    # ... and with KV moved by every compaction that can (--arc-kv-reuse-max-moves 255)
-    claims_moving_again = ClaimReplay(block_size=PREFIX_BLOCK_TOKENS, max_moves=255)
+    # ... and at its settings that claim most: KV moved by every compaction, a stage for every
+    # chain of 32 tokens (--arc-kv-reuse-max-moves 255 --arc-kv-reuse-min-gain 32)
+    claims_most = ClaimReplay(block_size=PREFIX_BLOCK_TOKENS, max_moves=255, min_gain=32)
     calls, observations = [], []
     for step in trajectory.steps:
         started = time.perf_counter()
@@ -73,13 +74,13 @@ def replay_one(trajectory: Trajectory, config: ArcConfig, counter) -> dict:
         token_ids = counter.prompt_token_ids(view.messages)
         hit = prefix_hit(previous_ids, token_ids, PREFIX_BLOCK_TOKENS)
         spans = claims.next(token_ids, hit)
-        moving_again = claims_moving_again.next(token_ids, hit)
+        most = claims_most.next(token_ids, hit)
         calls.append({"step": context.step + 1, "prompt_tokens": view.tokens,
                       "full_context_tokens": full_tokens, "compacted": view.compacted,
                       "render_ms": round(elapsed_ms, 3), "components": view.components,
                       "prefix_reusable_tokens": hit, "kv_claimable_tokens": spans["claimable"],
                       "kv_staged_claimable_tokens": spans["staged"],
-                      "kv_staged_claimable_tokens_moving_again": moving_again["staged"],
+                      "kv_staged_claimable_tokens_most": most["staged"],
                       "kv_relocatable_tokens": spans["relocatable"]})
         previous_ids = token_ids
         started = time.perf_counter()
@@ -106,12 +107,12 @@ def uncached_prefill(calls: list[dict]) -> dict:
     without = sum(uncached)
     floor = sum(tokens for tokens, call in zip(uncached, calls) if not call["compacted"])
     claimed = sum(call["kv_staged_claimable_tokens"] for call in calls if call["compacted"])
-    moving_again = sum(call["kv_staged_claimable_tokens_moving_again"] for call in calls if call["compacted"])
+    most = sum(call["kv_staged_claimable_tokens_most"] for call in calls if call["compacted"])
     return {"floor": floor, "without_kv_reuse": without, "with_kv_reuse": without - claimed,
-            "with_kv_reuse_moving_again": without - moving_again,
+            "with_kv_reuse_most": without - most,
             "without_kv_reuse_vs_floor": round(without / max(floor, 1), 3),
             "with_kv_reuse_vs_floor": round((without - claimed) / max(floor, 1), 3),
-            "with_kv_reuse_moving_again_vs_floor": round((without - moving_again) / max(floor, 1), 3)}
+            "with_kv_reuse_most_vs_floor": round((without - most) / max(floor, 1), 3)}
 
 
 def summarize(results: list[dict], config: ArcConfig, tokenizer: str, errors: list[str],
@@ -140,16 +141,16 @@ def summarize(results: list[dict], config: ArcConfig, tokenizer: str, errors: li
         "prefix_block_tokens": PREFIX_BLOCK_TOKENS,
         # Beyond the prefix cache, on the calls right after a compaction (kv.spans): what a
         # KV connector could claim under vLLM's interface (alone, and over the warm-up stages of
-        # --arc-kv-reuse; at its default, KV moved once is computed again, and "moving again"
-        # moves it with every compaction), and what any placement could reuse.
+        # --arc-kv-reuse; at its default, and "most": KV moved with every compaction and
+        # a stage for every chain of 32 tokens), and what any placement could reuse.
         "compaction_calls": len(compacted),
         "compaction_prompt_tokens": sum(call["prompt_tokens"] for call in compacted),
         "compaction_prefix_cached_tokens": sum(call["prefix_reusable_tokens"] for call in compacted),
         "compaction_kv_claimable_tokens": sum(call["kv_claimable_tokens"] for call in compacted),
         "compaction_kv_staged_claimable_tokens": sum(call["kv_staged_claimable_tokens"]
                                                      for call in compacted),
-        "compaction_kv_staged_claimable_tokens_moving_again": sum(
-            call["kv_staged_claimable_tokens_moving_again"] for call in compacted),
+        "compaction_kv_staged_claimable_tokens_most": sum(
+            call["kv_staged_claimable_tokens_most"] for call in compacted),
         "compaction_kv_relocatable_tokens": sum(call["kv_relocatable_tokens"] for call in compacted),
         # What the engine prefills (prompt tokens the prefix cache does not hold), against the
         # floor of what is new at each step: the calls without a compaction compute only that,

@@ -26,10 +26,11 @@ options are parsed and ignored, no route is added, the engine is vLLM's own. Wit
     --arc-max-sessions N      at most N sessions in memory, least recently used out (default 1024)
     --arc-ui                  the session inspector page at /v1/arc/ui (read-only; off by default)
     --arc-kv-reuse            after a compaction, reuse the last view's KV (kv/connector.py)
-    --arc-kv-reuse-recompute N  recompute the first N tokens of each reused run (default: 64
+    --arc-kv-reuse-recompute N  recompute the first N tokens of each reused run (default: 128
                               in float32, 256 in 16-bit dtypes; docs/kv-reuse.md)
     --arc-kv-reuse-host-tokens N  past views' tokens kept in host memory (default 65536)
     --arc-kv-reuse-max-moves N  compactions in a row that may move a token's KV (default 1)
+    --arc-kv-reuse-min-gain N  the least claim a warm-up stage is sent for (default 128)
     --arc-max-tokens N        G_max: the least room kept for each answer (default 512); the
                               client's own max_tokens is granted as vLLM grants it
     --arc-answer-room-percent P  once ARC acts, views leave a request the room it asks for,
@@ -104,12 +105,14 @@ class EnableKVReuse(EnableArc):
             namespace.kv_transfer_config = KVTransferConfig(**config.transfer_config())
 
 
-CONNECTOR_OPTIONS = ("host_tokens", "max_moves")  # --arc-kv-reuse-host-tokens, --arc-kv-reuse-max-moves
+# --arc-kv-reuse-host-tokens, --arc-kv-reuse-max-moves, --arc-kv-reuse-min-gain
+CONNECTOR_OPTIONS = ("host_tokens", "max_moves", "min_gain")
 
 
 class KVReuseOption(argparse.Action):
-    """``--arc-kv-reuse-host-tokens N``, ``--arc-kv-reuse-max-moves N``: the connector's own
-    options (see kv/config.py), before or after ``--arc-kv-reuse``."""
+    """``--arc-kv-reuse-host-tokens N``, ``--arc-kv-reuse-max-moves N``,
+    ``--arc-kv-reuse-min-gain N``: the connector's own options (see kv/config.py), before or
+    after ``--arc-kv-reuse``."""
 
     def __call__(self, parser, namespace, values, option_string=None):
         setattr(namespace, self.dest, values)
@@ -194,9 +197,14 @@ def add_arc_arguments(parser) -> None:
                        help="with --arc-kv-reuse: compactions in a row that may move a token's KV "
                             "before it is computed again (default 1; more claims more, and "
                             "whole trajectories drift further from recomputation)")
+    group.add_argument("--arc-kv-reuse-min-gain", type=token_count, default=None, metavar="N",
+                       action=KVReuseOption,
+                       help="with --arc-kv-reuse: the least claim a warm-up stage is sent for "
+                            "(default 128; shorter chains of reusable runs claim little and cost "
+                            "quality)")
     group.add_argument("--arc-kv-reuse-recompute", type=token_count, default=None, metavar="N",
                        help="with --arc-kv-reuse: recompute the first N tokens of each reused run "
-                            "(0: reuse all; default by the engine's dtype: 64 in float32, 256 in "
+                            "(0: reuse all; default by the engine's dtype: 128 in float32, 256 in "
                             "bfloat16/float16, where reuse's quality matches recomputation's)")
     for name, help_text in BUDGET_OPTIONS.items():
         group.add_argument(f"--arc-{name.replace('_', '-')}", type=int, default=None, help=help_text)
