@@ -48,8 +48,13 @@ class SavedKV:
             length = min(length, last.first + len(last.origin) - old, self.first + len(self.origin) - new)
             if length <= 0 or old < last.first or new < self.first:
                 continue
-            here, there = slice(new - self.first, new - self.first + length), slice(old - last.first,
-                                                                                   old - last.first + length)
+            here = torch.arange(new - self.first, new - self.first + length)
+            there = torch.arange(old - last.first, old - last.first + length)
+            if new == old:  # in place (the hit's blocks): only KV moved there differs from the cache's
+                moved = last.origin[there] != there + last.first
+                here, there = here[moved], there[moved]
+                if not len(here):
+                    continue
             for name, (key, value) in self.layers.items():
                 key[here], value[here] = last.layers[name][0][there], last.layers[name][1][there]
             self.origin[here] = last.origin[there]
