@@ -26,7 +26,7 @@ options are parsed and ignored, no route is added, the engine is vLLM's own. Wit
     --arc-max-sessions N      at most N sessions in memory, least recently used out (default 1024)
     --arc-ui                  the session inspector page at /v1/arc/ui (read-only; off by default)
     --arc-kv-reuse            after a compaction, reuse the last view's KV (kv/connector.py)
-    --arc-kv-reuse-recompute N  recompute the first N tokens of each reused run (default: 128
+    --arc-kv-reuse-recompute N  recompute the first N tokens of each reused run (default: 192
                               in float32, 256 in 16-bit dtypes; docs/kv-reuse.md)
     --arc-kv-reuse-host-tokens N  past views' tokens kept in host memory (default 65536)
     --arc-kv-reuse-max-moves N  compactions in a row that may move a token's KV (default 1)
@@ -204,7 +204,7 @@ def add_arc_arguments(parser) -> None:
                             "quality)")
     group.add_argument("--arc-kv-reuse-recompute", type=token_count, default=None, metavar="N",
                        help="with --arc-kv-reuse: recompute the first N tokens of each reused run "
-                            "(0: reuse all; default by the engine's dtype: 128 in float32, 256 in "
+                            "(0: reuse all; default by the engine's dtype: 192 in float32, 256 in "
                             "bfloat16/float16, where reuse's quality matches recomputation's)")
     for name, help_text in BUDGET_OPTIONS.items():
         group.add_argument(f"--arc-{name.replace('_', '-')}", type=int, default=None, help=help_text)
