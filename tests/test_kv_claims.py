@@ -12,8 +12,10 @@ place, and only when its prompt goes on from the stage's.
 from hypothesis import given
 from hypothesis import strategies as st
 
-from arc_vllm.kv.claims import SavedPrompt, StageTail, plan_claim
-from arc_vllm.kv.spans import claim_pieces, claimed_tokens, index_runs, warmup_boundaries
+from arc_vllm.kv.claims import ClaimReplay, SavedPrompt, StageTail, plan_claim
+from arc_vllm.kv.config import KVReuseConfig
+from arc_vllm.kv.spans import claim_pieces, claimed_tokens, index_runs, prefix_hit, warmup_boundaries
+from arc_vllm.kv.warmup import WarmupPlanner
 
 BLOCK, MIN_RUN = 16, 8
 WORDS = ["status", "ok", "latency", "error", "line", "port", "needle", "ms", "file", "the", "§a1b2",
@@ -21,12 +23,12 @@ WORDS = ["status", "ok", "latency", "error", "line", "port", "needle", "ms", "fi
 
 
 @st.composite
-def compaction(draw, smol):
+def compaction(draw, smol, earlier=None):
     """(last view, compacted view) token ids: F kept, S new, moved runs of the last view, U new."""
     def text(low, high):
         return " ".join(draw(st.lists(st.sampled_from(WORDS), min_size=low, max_size=high)))
 
-    earlier = smol.tokenizer(text(60, 400))["input_ids"]
+    earlier = earlier or smol.tokenizer(text(60, 400))["input_ids"]
     keep = draw(st.integers(0, len(earlier)))
     current = earlier[:keep] + smol.tokenizer(text(0, 40))["input_ids"]
     for _ in range(draw(st.integers(0, 3))):
@@ -68,8 +70,9 @@ def test_claims_are_end_to_end_copies_of_the_last_view(smol):
 def stage_claims(earlier, current, hit, boundaries, recompute):
     """Each stage's claim as the engine makes it: stage k's hit is stage k-1's last whole
     block, its claim starts with stage k-1's partial block (its tail) and goes on from stage
-    k-1's end with pieces of the last view."""
-    saved, claims, tail, stage_hit = SavedPrompt(earlier, min_run=MIN_RUN), [], None, hit
+    k-1's end with pieces of the last view (``earlier``: its tokens, or a SavedPrompt with moves)."""
+    saved = earlier if isinstance(earlier, SavedPrompt) else SavedPrompt(earlier, min_run=MIN_RUN)
+    claims, tail, stage_hit = [], None, hit
     for end in [*boundaries, len(current)]:
         claims.append(plan_claim(saved, current[:end], stage_hit, MIN_RUN, recompute, tail))
         tail, stage_hit = StageTail.of_stage(current[:end], BLOCK), end // BLOCK * BLOCK
@@ -102,6 +105,35 @@ def test_warm_up_stages_never_claim_less_and_each_stage_claims(smol):
         assert sum(claimed_tokens(claim.pieces) for claim in claims) >= without
         if recompute == 0:  # every boundary lies in a run the last view holds
             assert all(claim.pieces for claim in claims[1:])
+
+    check()
+
+
+def test_the_planner_stages_only_runs_the_connector_can_still_move(smol):
+    """Over two compactions in a row, the server's planner (``WarmupPlanner``) knows which runs
+    the last compaction moved: with max_moves 1 no stage it sends claims nothing. (Planned on
+    every run of the last view, 21 of the sample's 59 stages claimed nothing: ``make replay``
+    and tests/test_replay.py.)"""
+    @given(st.data())
+    def check(data):
+        first, second = data.draw(compaction(smol))
+        _, third = data.draw(compaction(smol, earlier=second))
+        config = KVReuseConfig(min_run=MIN_RUN, max_moves=1, min_gain=BLOCK)
+        planner = WarmupPlanner(BLOCK, config)
+        replay = ClaimReplay(BLOCK, MIN_RUN, max_moves=1, min_gain=BLOCK)  # the connector's side
+        for view in (first, second, third):
+            hit = prefix_hit(replay.saved.tokens if replay.saved else None, view, BLOCK)
+            saved = replay.saved
+            stages = [stage.prompt for stage in planner.plan("s", view)]
+            assert all(stage == view[:len(stage)] for stage in stages)
+            if saved is None:  # a session's first view: nothing to claim, no stage
+                assert stages == []
+                replay.next(view, hit)
+                continue
+            claims = stage_claims(saved, view, hit, [len(stage) for stage in stages], 0)
+            assert all(claim.pieces for claim in claims[1:])  # every stage sent claims something
+            # ... and what they claim is what the connector's replay counts for the view.
+            assert sum(claimed_tokens(claim.pieces) for claim in claims) == replay.next(view, hit)["staged"]
 
     check()
 

@@ -22,7 +22,8 @@ a new prompt after vLLM's prefix-cache hit, what the connector fills (a ``Claim`
 move counts and says which of its positions' KV came from the saved prompt (``carried``: the
 worker keeps those as first computed). ``ClaimReplay`` runs the same rule over a session's prompts in pure token
 arithmetic, stages and their tails included (what ``replay`` reports as
-``kv_claimable_tokens`` and ``kv_staged_claimable_tokens``). Pure Python; run
+``kv_claimable_tokens`` and ``kv_staged_claimable_tokens``, and how the warm-up planner knows
+which runs the connector will find movable). Pure Python; run
 ``python -m arc_vllm.kv.claims`` for an example.
 """
 
@@ -175,7 +176,9 @@ class ClaimReplay:
     (``staged``, as ``pieces``; a stage's tail is computed, not claimed), and the upper bound
     of a non-contiguous scheme (``relocatable``: every token in runs of at least ``min_run``
     found anywhere in the last prompt). ``hit`` is the block-aligned common prefix vLLM's
-    prefix cache gives; a stage's hit is its predecessor's last whole block."""
+    prefix cache gives; a stage's hit is its predecessor's last whole block. The warm-up
+    planner (``kv/warmup.py``) keeps one per session to know, as the connector does, which
+    runs are still movable (``stages``)."""
 
     def __init__(self, block_size: int, min_run: int = MIN_RUN, recompute_tokens: int = 0,
                  max_moves: int = MAX_MOVES, min_gain: int = MIN_GAIN):
@@ -186,27 +189,42 @@ class ClaimReplay:
         self.min_gain = min_gain
         self.saved: SavedPrompt | None = None
 
+    def stages(self, prompt: list[int], hit: int) -> list[int]:
+        """Where the server cuts ``prompt`` into warm-up stages (``spans.warmup_boundaries``),
+        planned on the runs the connector will find movable: a run whose KV was moved
+        ``max_moves`` times claims nothing, so no stage is sent for it, and a chain it
+        interrupts is staged from the movable run after it. The connector's claims over
+        those stages are replayed, so ``prompt`` becomes the saved prompt, with its moves."""
+        return self._replay(prompt, hit)[0]
+
     def next(self, prompt: list[int], hit: int) -> dict:
+        """Replay's figures for ``prompt``, which then becomes the saved prompt."""
         saved, min_run = self.saved, self.min_run
         if saved is None:
-            self.saved = SavedPrompt(prompt, None, min_run, self.max_moves)
+            self._replay(prompt, hit)
             return {"claimable": 0, "staged": 0, "relocatable": 0, "pieces": []}
         claimable = plan_claim(saved, prompt, hit, min_run, self.recompute_tokens).tokens
-        # The server's planner knows the last view's tokens, not their moves: every run counts.
-        index = index_runs(saved.tokens, min_run)
-        boundaries = warmup_boundaries(saved.tokens, prompt, self.block_size, min_run, self.recompute_tokens,
-                                       min_gain=self.min_gain, index=index)
-        view, tail, stage_hit = ViewInProgress(hit), None, hit
-        for end in [*boundaries, len(prompt)]:
-            view.pieces.extend(plan_claim(saved, prompt[:end], stage_hit, min_run, self.recompute_tokens,
-                                          tail).pieces)
-            # The stage computes up to ``end``; its whole blocks join the prefix cache.
-            tail = StageTail.of_stage(prompt[:end], self.block_size)
-            stage_hit = end // self.block_size * self.block_size
-        relocatable = sum(length for _, length in matched_runs(saved.tokens, index, prompt, hit, min_run))
+        relocatable = sum(length for _, length in matched_runs(saved.tokens, index_runs(saved.tokens, min_run),
+                                                               prompt, hit, min_run))
+        pieces = self._replay(prompt, hit)[1]
+        return {"claimable": claimable, "staged": claimed_tokens(pieces), "relocatable": relocatable,
+                "pieces": pieces}
+
+    def _replay(self, prompt: list[int], hit: int) -> tuple[list[int], Pieces]:
+        saved, min_run = self.saved, self.min_run
+        boundaries, view = [], ViewInProgress(hit)
+        if saved is not None:
+            boundaries = warmup_boundaries(saved.movable, prompt, self.block_size, min_run, self.recompute_tokens,
+                                           min_gain=self.min_gain, index=saved.index, hit=hit)
+            tail, stage_hit = None, hit
+            for end in [*boundaries, len(prompt)]:
+                view.pieces.extend(plan_claim(saved, prompt[:end], stage_hit, min_run, self.recompute_tokens,
+                                              tail).pieces)
+                # The stage computes up to ``end``; its whole blocks join the prefix cache.
+                tail = StageTail.of_stage(prompt[:end], self.block_size)
+                stage_hit = end // self.block_size * self.block_size
         self.saved = SavedPrompt(prompt, view.moves(len(prompt), saved), min_run, self.max_moves)
-        return {"claimable": claimable, "staged": claimed_tokens(view.pieces), "relocatable": relocatable,
-                "pieces": view.pieces}
+        return boundaries, view.pieces
 
 
 if __name__ == "__main__":

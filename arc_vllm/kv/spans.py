@@ -103,7 +103,7 @@ def matched_runs(earlier: list[int], index: dict, current: list[int], start: int
 
 def warmup_boundaries(earlier: list[int] | None, current: list[int], block_size: int, min_run: int,
                       recompute_tokens: int = 0, min_gain: int = 128, max_stages: int = 16,
-                      index: dict | None = None) -> list[int]:
+                      index: dict | None = None, hit: int | None = None) -> list[int]:
     """Where to cut ``current`` into warm-up stages (empty: none) so that a connector can claim
     reusable runs that new text separates. Stage k sends ``current[:boundary_k]``: the prefix
     cache holds everything up to the previous boundary's last whole block, the connector
@@ -122,7 +122,7 @@ def warmup_boundaries(earlier: list[int] | None, current: list[int], block_size:
     if not earlier:
         return []
     index = index if index is not None else index_runs(earlier, min_run)
-    hit = prefix_hit(earlier, current, block_size)
+    hit = hit if hit is not None else prefix_hit(earlier, current, block_size)
     runs = matched_runs(earlier, index, current, hit, min_run)
     last = len(current) - 1  # never claimed: the engine samples from it
     # The request claims from the hit by itself; stages start after what that claim covers.

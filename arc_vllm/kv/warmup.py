@@ -10,8 +10,14 @@ after the prefix-cache hit, which here is new text. So, when the session's last 
 runs of this view past the hit, the view is cut into stages (``spans.warmup_boundaries``) and
 each stage's tokens are sent first as a one-token request of the session marked
 ``arc_kv_save: false``: the connector claims the run at the stage's start, the engine computes
-the new text up to the next block boundary inside the next run, and those blocks join the
-prefix cache. The real request is the last stage. ``recompute_tokens`` makes every claimed run
+the new text up to where the next run starts, its whole blocks join the prefix cache and the
+worker keeps its last partial block. The real request is the last stage. The planner replays
+the connector's claims per session (``claims.ClaimReplay``), so it knows which runs' KV was
+already moved ``max_moves`` times: no stage is sent for a run the connector would not claim
+(on the sample at the defaults, 21 of 59 stages claimed nothing before, and the movable rest
+of a chain such a run began went unclaimed). The replay assumes every planned claim was
+made; where the engine claimed less (a session dropped from host memory), a stage may be
+skipped that could have claimed, never a wrong answer. ``recompute_tokens`` makes every claimed run
 start that many tokens in, so its first tokens are computed, seeing the new text before them
 (CacheBlend's selective recomputation).
 
@@ -29,11 +35,12 @@ from dataclasses import dataclass
 
 from cachetools import LRUCache
 
+from arc_vllm.kv.claims import ClaimReplay
 from arc_vllm.kv.config import KVReuseConfig, default_recompute_tokens
 from arc_vllm.kv.extra_args import ArcExtraArgs
-from arc_vllm.kv.spans import warmup_boundaries
+from arc_vllm.kv.spans import prefix_hit
 
-MAX_SESSIONS = 1024  # last views kept; the least recently used is forgotten first
+MAX_SESSIONS = 1024  # sessions' last views kept; the least recently used is forgotten first
 
 logger = logging.getLogger(__name__)
 
@@ -46,16 +53,17 @@ class Stage:
 
 
 class WarmupPlanner:
-    """Remembers each session's last view (an LRU of ``max_sessions``) and plans the next
-    view's stages against it, with the connector's ``min_run`` and ``min_gain``."""
+    """Remembers each session's last view and its moves (an LRU of ``max_sessions``) and plans
+    the next view's stages against it, with the connector's ``min_run``, ``min_gain`` and
+    ``max_moves``."""
 
     def __init__(self, block_size: int, config: KVReuseConfig | None = None, recompute_tokens: int = 0,
                  max_sessions: int = MAX_SESSIONS):
+        config = config or KVReuseConfig()
         self.block_size = block_size
-        self.min_run = (config or KVReuseConfig()).min_run
-        self.min_gain = (config or KVReuseConfig()).min_gain
+        self.config = config
         self.recompute_tokens = recompute_tokens
-        self.last_views: LRUCache = LRUCache(maxsize=max_sessions)
+        self.sessions: LRUCache = LRUCache(maxsize=max_sessions)  # session -> its ClaimReplay
 
     @classmethod
     def of_vllm(cls, vllm_config, recompute_tokens: int | None = None) -> "WarmupPlanner":
@@ -72,12 +80,15 @@ class WarmupPlanner:
     def plan(self, session: str, tokens: list[int]) -> list[Stage]:
         """The stages to send before ``tokens`` (empty: none); ``tokens`` becomes the session's
         last view."""
-        previous = self.last_views.get(session)
-        self.last_views[session] = tokens
+        replay = self.sessions.get(session)
+        if replay is None:
+            config = self.config
+            replay = self.sessions[session] = ClaimReplay(self.block_size, config.min_run, self.recompute_tokens,
+                                                          config.max_moves, config.min_gain)
+        last = replay.saved.tokens if replay.saved is not None else None
+        boundaries = replay.stages(tokens, prefix_hit(last, tokens, self.block_size))
         extra = ArcExtraArgs(session=session, save=False, recompute_tokens=self.recompute_tokens).to_dict()
-        return [Stage(session, tokens[:boundary], extra) for boundary in
-                warmup_boundaries(previous, tokens, self.block_size, self.min_run, self.recompute_tokens,
-                                  min_gain=self.min_gain)]
+        return [Stage(session, tokens[:boundary], extra) for boundary in boundaries]
 
     def warm_up(self, views: list[tuple[str, list[int]]],
                 send: Callable[[list[Stage]], list]) -> list[tuple[Stage, object]]:
@@ -92,4 +103,4 @@ class WarmupPlanner:
         return sent
 
     def forget(self) -> None:
-        self.last_views.clear()
+        self.sessions.clear()
