@@ -118,7 +118,9 @@ def warmup_boundaries(earlier: list[int] | None, current: list[int], block_size:
     chain that gains ``min_gain`` tokens or more is a stage, the ``max_stages`` largest if
     there are more. (Choosing one stage at a time, the largest claim after the last, gave up
     every chain before a long one; boundaries rounded up to a block gave up each run's first
-    block: together 0.24 of what the sample trajectories could reuse.)"""
+    block: together 0.24 of what the sample trajectories could reuse.) ``earlier`` may be a
+    saved prompt's movable tokens (``claims.SavedPrompt.movable``), with ``hit`` the prefix
+    cache's over its real tokens."""
     if not earlier:
         return []
     index = index if index is not None else index_runs(earlier, min_run)
