@@ -53,10 +53,14 @@ class SavedPrompt:
 
     @property
     def movable(self) -> list[int]:
-        """The tokens, with positions moved ``max_moves`` times replaced by values no token equals."""
+        """The tokens, with positions moved ``max_moves`` times replaced by values no token equals
+        (the tokens themselves while none is: no copy, and ``index`` is theirs)."""
         if self._movable is None:
-            self._movable = [-1 - i if moves >= self.max_moves else token
-                             for i, (token, moves) in enumerate(zip(self.tokens, self.moves))]
+            if max(self.moves, default=0) < self.max_moves:
+                self._movable = self.tokens
+            else:
+                self._movable = [-1 - i if moves >= self.max_moves else token
+                                 for i, (token, moves) in enumerate(zip(self.tokens, self.moves))]
         return self._movable
 
     @property
@@ -204,8 +208,10 @@ class ClaimReplay:
             self._replay(prompt, hit)
             return {"claimable": 0, "staged": 0, "relocatable": 0, "pieces": []}
         claimable = plan_claim(saved, prompt, hit, min_run, self.recompute_tokens).tokens
-        relocatable = sum(length for _, length in matched_runs(saved.tokens, index_runs(saved.tokens, min_run),
-                                                               prompt, hit, min_run))
+        # Any placement's bound counts every run; while nothing is moved to the limit, the
+        # movable index the stages are planned on is the same one.
+        index = saved.index if saved.movable is saved.tokens else index_runs(saved.tokens, min_run)
+        relocatable = sum(length for _, length in matched_runs(saved.tokens, index, prompt, hit, min_run))
         pieces = self._replay(prompt, hit)[1]
         return {"claimable": claimable, "staged": claimed_tokens(pieces), "relocatable": relocatable,
                 "pieces": pieces}
