@@ -13,7 +13,7 @@ Run ``python -m arc_vllm.core.compaction`` to print a summary of a small synthet
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from arc_vllm.core import formats
 from arc_vllm.core.formats import bare
@@ -28,6 +28,11 @@ class CompactionState:
     collapsed: int = 0  # turns[elided:collapsed] are written in bare form
     elided: int = 0     # turns[:elided] are left out of S (still in the catalog)
     num_compactions: int = 0
+    # The context follows ARC's handoff (a client compacted and kept it): ARC has acted.
+    handed_off: bool = False
+    # A client's context edits (Anthropic's clear_tool_uses / clear_thinking, ``ArcContext.clear_*``):
+    cleared: list[int] = field(default_factory=list)  # turns whose observation H shows as its stub
+    thinking_from: int = 0                             # turns before it show no reasoning
 
     def elide_one(self) -> None:
         """Leave the oldest listed entry out of S (an elided entry is never shown collapsed)."""
@@ -36,7 +41,8 @@ class CompactionState:
 
 
 class Summarizer:
-    """Writes S entries and H turns; caches each entry's text and token count."""
+    """Writes S's entries (a context's S, and the handoff's "what was done"); caches each
+    entry's text and token count."""
 
     def __init__(self, store, book, counter, config):
         self.store = store
@@ -105,8 +111,11 @@ class Summarizer:
             tokens += cost
         return "\n".join(parts), tokens
 
-    def shrink(self, turns: list[Turn], state: CompactionState, budget: int, sizer) -> None:
-        """Collapse, then elide, the oldest entries until S fits ``budget`` tokens."""
+    def shrink(self, turns: list[Turn], state: CompactionState, budget: int, sizer,
+               forget: bool = True) -> None:
+        """Collapse, then elide, the oldest entries until S fits ``budget`` tokens. ``forget``:
+        drop the cached entries of elided turns (a context's own S never shows them again;
+        the handoff's summary is written over a state of its own and leaves them)."""
         target = budget * 3 // 4
         text, estimate = self.summary(turns, state)
         # The estimate (sum of cached piece counts) is close; the exact count of S costs a
@@ -128,7 +137,8 @@ class Summarizer:
         while sizer(text) > budget and state.elided < state.boundary:
             state.elide_one()
             text, _ = self.summary(turns, state)
-        self.forget_before(state.elided)
+        if forget:
+            self.forget_before(state.elided)
 
 
 if __name__ == "__main__":

@@ -15,6 +15,8 @@ serving model, chat template included):
            answer_room_percent       once ARC acts, a request asking for a longer answer than
                                      G_max gets views that leave it that room, up to this share
                                      of the window (``core/budget.py``)
+           handoff_tokens            cap on ARC's handoff, the summary a compacting client keeps
+                                     in place of its history (``core/handoff.py``)
 
 B is what F actually is; M, R, P and Q are caps, not reservations (``core/budget.py`` turns
 them into the caps of one context once F is known, and what a part leaves unused goes to H).
@@ -43,6 +45,8 @@ MINIMUM_RECALL_CHUNK_TOKENS = 128
 # The smallest eta: every piece is counted with its own template framing, so eta only covers
 # the generation prompt and merged messages; the whole view is checked in real tokens.
 MINIMUM_OVERHEAD_TOKENS = 32
+# The smallest handoff (``core/handoff.py``): its fixed lines and a little of each part.
+MINIMUM_HANDOFF_TOKENS = 256
 
 
 @dataclass(frozen=True)
@@ -66,6 +70,7 @@ class ArcConfig:
     recall_budget_chars: int = 16000
     recall_max_chars: int = 8000
     answer_room_percent: int = 25
+    handoff_tokens: int = 4096
 
     def __post_init__(self) -> None:
         problems = [f"{f.name}={getattr(self, f.name)!r} must be a non-negative int"
@@ -111,6 +116,9 @@ class ArcConfig:
         if self.answer_room_percent > 90:
             raise ValueError(f"invalid ArcConfig: answer_room_percent={self.answer_room_percent} "
                              "must be at most 90 (percent of the context window)")
+        if self.handoff_tokens < MINIMUM_HANDOFF_TOKENS:
+            raise ValueError(f"invalid ArcConfig: handoff_tokens={self.handoff_tokens} must be at "
+                             f"least {MINIMUM_HANDOFF_TOKENS}")
         if self.recall_max_chars > self.recall_budget_chars:
             raise ValueError(
                 f"invalid ArcConfig: recall_max_chars={self.recall_max_chars} exceeds "
@@ -120,6 +128,12 @@ class ArcConfig:
     def input_budget_tokens(self) -> int:
         """L: the usable input-token budget."""
         return self.context_window - self.max_tokens
+
+    @property
+    def handoff_budget_tokens(self) -> int:
+        """The handoff's cap as used: ``handoff_tokens``, at most half of L (a client keeps
+        the handoff in its next prompt, beside its own instructions)."""
+        return max(MINIMUM_HANDOFF_TOKENS, min(self.handoff_tokens, self.input_budget_tokens // 2))
 
     @property
     def minimum_recent_tokens(self) -> int:
@@ -167,6 +181,7 @@ class ArcConfig:
         values = {name: int(budget * share) for name, share in shares.items()}
         values["recall_chunk_tokens"] = max(4, min(2048, values["recall_budget_tokens"] - 64))
         values["stub_max_tokens"] = min(128, values["catalog_budget_tokens"] - 64)
+        values["handoff_tokens"] = max(MINIMUM_HANDOFF_TOKENS, min(4096, budget // 4))
         values.update(overrides)
         return cls(context_window=context_window, max_tokens=max_tokens, **values)
 

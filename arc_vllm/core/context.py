@@ -23,6 +23,8 @@ Run ``python -m arc_vllm.core.context`` for a demonstration.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from arc_vllm.core.budget import Budgets, PrefixTooLarge
 from arc_vllm.core.catalog import Catalog
 from arc_vllm.core.citation import CitationBook
@@ -245,6 +247,8 @@ class ArcContext:
         cached = self._turn_cache.get(key)
         if cached is None:
             turn = self.turns[index]
+            if turn.reasoning and index < self.state.thinking_from:  # a client cleared it (clear_thinking)
+                turn = replace(turn, reasoning="")
             observation = stub = ""
             if turn.obs_id is not None:
                 if form == VERBATIM:
@@ -274,9 +278,11 @@ class ArcContext:
         return sum(self._turn_tokens(index) for index in range(self.state.boundary, len(self.turns)))
 
     def _fitting_form(self, index: int) -> int:
-        """Verbatim if the turn fits H's cap alone, else its observation cited, else minimal."""
+        """Verbatim if the turn fits H's cap alone (and no client cleared it), else its
+        observation cited, else minimal."""
         cap = self.budgets.recent
-        if not self._too_large(index, cap) and self._turn(index, VERBATIM)[1] <= cap:
+        if (index not in self.state.cleared and not self._too_large(index, cap)
+                and self._turn(index, VERBATIM)[1] <= cap):
             return VERBATIM
         return CITED if self._turn(index, CITED)[1] <= cap else MINIMAL
 
@@ -349,9 +355,70 @@ class ArcContext:
 
     @property
     def has_acted(self) -> bool:
-        """Whether ARC has changed this context's view (a compaction): from then on the view
-        is ARC's, with its note; before, it is the conversation as the client sent it."""
-        return self.state.num_compactions > 0
+        """Whether ARC has changed this context's view (a compaction, or a handoff the client
+        kept in place of its history): from then on the view is ARC's, with its note and the
+        catalog; before, it is the conversation as the client sent it."""
+        return self.state.num_compactions > 0 or self.state.handed_off or bool(self.state.cleared)
+
+    def catalog_order(self) -> list[str]:
+        """Every stored id as a catalog lists them: the catalog's own entries (observations
+        that left the verbatim view, in that order), then the rest in the store's order."""
+        return self.catalog.entries + [id for id in self.store.ids() if id not in self.catalog]
+
+    def carry(self, previous: "ArcContext", handed_off: bool) -> None:
+        """Follow ``previous`` over the same store (its client rewrote the history): the stubs
+        it showed stay as shown (the Cited set), its catalog keeps its order, and with
+        ``handed_off`` (the new history holds ARC's handoff) the view is ARC's from the start,
+        so the note and the catalog offer every stored observation."""
+        self.book.cited |= previous.book.cited
+        catalog = Catalog(self.book, self.config)
+        catalog.set_per_page(self.catalog.per_page)
+        for id in previous.catalog_order():
+            catalog.add(id)
+        self.catalog = catalog
+        self.state.handed_off = handed_off
+
+    # -- a client's context edits (Anthropic's context_management) ----------------------------
+    def clear_tool_results(self, keep: int, exclude: frozenset[str] = frozenset(), inputs: bool = False,
+                           at_least_tokens: int = 0) -> tuple[int, int]:
+        """Clear the results of tool calls older than the newest ``keep`` (but those of tools
+        named in ``exclude``) the way ARC clears: each observation is shown as its citation
+        stub (recallable exactly), not deleted; only if that frees ``at_least_tokens``. The
+        cited form clips the call's arguments too, so ``inputs`` asks nothing more. Returns
+        the tool calls cleared now and the tokens freed."""
+        del inputs
+        calls = [index for index, turn in enumerate(self.turns) if turn.call is not None and turn.obs_id is not None]
+        chosen = [index for index in calls[:max(0, len(calls) - keep)]
+                  if index >= self.state.boundary and index not in self.state.cleared
+                  and self.turns[index].call.name not in exclude
+                  and self._forms.get(index, VERBATIM) == VERBATIM]
+        saved = {index: self._turn_tokens(index) - self._turn(index, CITED)[1] for index in chosen}
+        if not chosen or sum(saved.values()) < at_least_tokens:
+            return 0, 0
+        for index in chosen:
+            self.state.cleared.append(index)
+            self._set_form(index, CITED)
+        return len(chosen), max(0, sum(saved.values()))
+
+    def clear_thinking(self, keep_turns: int | None) -> tuple[int, int]:
+        """Show no reasoning in assistant turns but the newest ``keep_turns`` that have some
+        (None: keep all). The reasoning stays in the session's transcript. Returns the turns
+        cleared now and the tokens freed."""
+        if keep_turns is None:
+            return 0, 0
+        with_reasoning = [index for index, turn in enumerate(self.turns) if turn.reasoning]
+        kept = with_reasoning[len(with_reasoning) - keep_turns:] if keep_turns else []
+        start = kept[0] if kept else len(self.turns)
+        if start <= self.state.thinking_from:
+            return 0, 0
+        newly = [index for index in with_reasoning if self.state.thinking_from <= index < start]
+        before = sum(self._turn_tokens(index) for index in newly if index >= self.state.boundary)
+        self.state.thinking_from = start
+        for index in newly:
+            for form in (VERBATIM, CITED, MINIMAL):
+                self._turn_cache.pop((index, form), None)
+        after = sum(self._turn_tokens(index) for index in newly if index >= self.state.boundary)
+        return len(newly), max(0, before - after)
 
     def _summary(self) -> tuple[str, int]:
         """S, with the note leading it once ARC has acted."""

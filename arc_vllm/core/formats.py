@@ -147,6 +147,58 @@ def summary_elided(first_step: int, last_step: int) -> str:
             "catalog)")
 
 
+# --- the handoff (core/handoff.py): ARC's answer to a client's compaction --------------------
+HANDOFF_MARK = "[ARC handoff"
+HANDOFF_HANDLE_MARK = "[ARC handle "
+# An earlier handoff inside a message of the conversation (a client keeps the last one in its
+# history): from its header to its handle line.
+HANDOFF_BLOCK = re.compile(re.escape(HANDOFF_MARK) + r" ·.*?" + re.escape(HANDOFF_HANDLE_MARK) + r"[^\]\s]*\]",
+                           re.DOTALL)
+EARLIER_HANDOFF = "[an earlier ARC handoff stood here; everything it listed is in this one or in the catalog]"
+
+
+def handoff_header(observations: int) -> str:
+    return (f"{HANDOFF_MARK} · written by ARC from its store, no model call · {observations:,} tool "
+            f"observation(s) stored verbatim, none lost · `{RECALL} §id` returns any of them exactly]")
+
+
+HANDOFF_SECTIONS = {"task": "## Task (the user's own words)",
+                    "users": "## The newest user-side messages",
+                    "done": "## What was done",
+                    "newest": "## The newest turns, verbatim",
+                    "catalog": "## Stored observations not listed above"}
+
+
+def handoff_turn(step: int, action: str, result: str) -> str:
+    return f"step {step} · action: {action}\n{result}"
+
+
+def handoff_user_message(step: int, text: str) -> str:
+    return f"step {step}: {text}"
+
+
+def handoff_more(shown: int, total: int) -> str:
+    return (f"({total - shown:,} more: `{CATALOG} next` and `{CATALOG} page <n>` page through "
+            f"every stored observation)")
+
+
+def clipped_middle(text: str, head: int, tail: int) -> str:
+    """``text`` with its middle left out, saying how much."""
+    hidden = len(text) - head - tail
+    return f"{text[:head]}\n[… {hidden:,} characters not shown …]\n{text[len(text) - tail:]}"
+
+
+def handoff_recall(observations: int) -> str:
+    return (f"## How to recall\nEvery observation above is stored exactly ({observations:,} in all). "
+            f"`{RECALL} §id` returns one (long ones in chunks: `{RECALL} §id 2`); `{RECALL_META} §id` "
+            f"its metadata; `{CATALOG} next` / `{CATALOG} page <n>` list them all. Use them as tool "
+            "calls where those tools are offered, else as an action line.")
+
+
+def handoff_handle(handle: str) -> str:
+    return f"{HANDOFF_HANDLE_MARK}{handle}]"
+
+
 # --- recall replies (core/recall.py) ---------------------------------------------------------
 def recall_limit(r: int) -> str:
     return f"refused: the per-step recall limit r={r} is reached; issue further recalls in the next step"

@@ -124,21 +124,30 @@ def split_prefix(messages: list[dict]) -> tuple[list[dict], list[dict]]:
     return messages[:index], messages[index:]
 
 
-def take_in(messages: list[dict], known: list[str], has_prefix: bool) -> NewItems:
-    """What in ``messages`` is new for a session that has taken in ``known``."""
-    prints = [fingerprint(message) for message in messages]
+def fingerprints(messages: list[dict]) -> list[str]:
+    return [fingerprint(message) for message in messages]
+
+
+def take_in(messages: list[dict], known: list[str], has_prefix: bool, prints: list[str] | None = None,
+            held: int = 0) -> NewItems:
+    """What in ``messages`` is new for a session that has taken in ``known``. ``held``: the
+    request stands for the session's first ``held`` messages before its own (a compaction
+    handle), so ``prints`` (when given: of the whole conversation, ``known[:held]`` first)
+    starts with them."""
+    prints = known[:held] + fingerprints(messages) if prints is None else prints
     if known and prints[:1] == known[:1]:
         same = 0
         while same < min(len(known), len(prints)) and prints[same] == known[same]:
             same += 1
-        fresh, start = messages[same:], same
+        same = max(same, held)
+        fresh, start = messages[same - held:], same
         taken = known[:same] + prints[same:] if same == len(known) else known + prints[same:]
     else:
-        fresh, start, taken = messages, 0, known + prints
+        fresh, start, taken = messages, held, known + prints[held:]
     prefix: list[dict] = []
     if not has_prefix:
         prefix, fresh = split_prefix(fresh)
-        prefix = [{"role": message["role"], "content": content_text(message, f"messages[{index}]")}
+        prefix = [{"role": message["role"], "content": content_text(message, f"messages[{index - held}]")}
                   for index, message in enumerate(prefix, start=start)]
         start += len(prefix)
     steps = []
@@ -147,7 +156,7 @@ def take_in(messages: list[dict], known: list[str], has_prefix: bool) -> NewItem
     text_reasoning = ""
     for index, message in enumerate(fresh, start=start):
         role = message.get("role")
-        where = f"messages[{index}]"
+        where = f"messages[{index - held}]"
         if role == "assistant":
             text = content_text(message, where)
             reasoning = reasoning_of(message, where)
