@@ -29,6 +29,7 @@ from arc_vllm.serving.apis.messages import MessagesAPI
 from arc_vllm.serving.apis.responses import ResponsesAPI
 from arc_vllm.serving.chat import complete
 from arc_vllm.serving.chat_stream import open_stream
+from arc_vllm.serving.compaction_handle import Handles
 from arc_vllm.serving.session_manager import SessionManager
 from tests.helpers.histories import make_text
 
@@ -76,7 +77,9 @@ def app_with(manager) -> SimpleNamespace:
     responses.use_harmony, responses.enable_store, responses.default_sampling_params = False, False, {}
     responses.online_renderer = SimpleNamespace(exclude_tools_when_tool_choice_none=False)
     return SimpleNamespace(state=SimpleNamespace(anthropic_serving_messages=anthropic,
-                                                 openai_serving_responses=responses, arc_sessions=manager))
+                                                 openai_serving_responses=responses, arc_sessions=manager,
+                                                 arc_handles=Handles(b"a test secret, sixteen+"),
+                                                 arc_client_compaction="arc"))
 
 
 async def step(api, body: dict, app, session, engine):

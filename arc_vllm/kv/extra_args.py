@@ -7,6 +7,11 @@ engine-side hook and the KV-reuse connector read back. One class, so no module s
     arc_kv_recompute  N: claim nothing unless the run's first N tokens were computed
     arc_compactions   compactions the API server ran for this request (the engine counts them)
 
+Read by the API server only (never sent on to the engine):
+
+    arc_compaction    a client marks its request a compaction turn: "plain" or "summary-tags"
+                      (the form of the answer it expects; ``serving/compaction_turns.py``)
+
     ArcExtraArgs(session="s1", save=False).to_dict()      # -> {"arc_session": "s1", "arc_kv_save": False}
     ArcExtraArgs.of(request.sampling_params.extra_args)   # -> ArcExtraArgs(session="s1", save=False, ...)
 
@@ -21,6 +26,7 @@ SESSION = "arc_session"
 KV_SAVE = "arc_kv_save"
 KV_RECOMPUTE = "arc_kv_recompute"
 COMPACTIONS = "arc_compactions"
+COMPACTION_TURN = "arc_compaction"
 
 
 @dataclass(frozen=True)
@@ -65,6 +71,13 @@ def session_of_body(body) -> str | None:
     """The session a chat request's body names in ``vllm_xargs`` (None: none)."""
     if isinstance(body, dict) and isinstance(body.get("vllm_xargs"), dict):
         return body["vllm_xargs"].get(SESSION)
+    return None
+
+
+def compaction_of_body(body):
+    """The compaction turn a body's ``vllm_xargs`` declares (None: none)."""
+    if isinstance(body, dict) and isinstance(body.get("vllm_xargs"), dict):
+        return body["vllm_xargs"].get(COMPACTION_TURN)
     return None
 
 

@@ -28,7 +28,7 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import BaseRoute
 
 from arc_vllm.kv.extra_args import session_of_body
-from arc_vllm.serving import metrics
+from arc_vllm.serving import compaction, metrics
 from arc_vllm.serving.apis import ConversationAPI, Declined
 from arc_vllm.serving.chat import EngineError, complete
 from arc_vllm.serving.chat_stream import open_stream
@@ -107,32 +107,43 @@ class ArcRoute(BaseRoute):
         if api.reads:
             return await self.read(request, body, sid)
         implicit = sid is None
+        caller = caller_of(headers, body)
         try:
-            if implicit:
+            if implicit and not api.carries_handle(body):
                 api.declines(body)
             translation = await api.translate(body, app, headers)
         except Declined:
             return None
-        manager = app.state.arc_sessions
+        manager, handles = app.state.arc_sessions, app.state.arc_handles
+        continued = compaction.continuation(handles, translation, caller, sid)
+        if translation.ask is None:
+            translation.ask = compaction.client_turn(app.state.arc_client_compaction, handles, headers, body,
+                                                     translation, caller)
+        if continued.handoff and not (continued.session in manager.sessions or manager.stored(continued.session)):
+            continued = compaction.Continuation()  # a handoff of a session gone: a conversation like any
+        if continued.session is not None and (implicit or continued.held):
+            sid, implicit = continued.session, False
         if implicit and translation.session is not None:
             sid, implicit = translation.session, False  # the API's own reference names it
         if implicit:
-            sid = manager.for_conversation(translation.chat["messages"], caller_of(headers, body),
+            sid = manager.for_conversation(translation.chat["messages"], caller,
                                            conversation_of(api.name, headers, body))
         serving, kv_warmup = app.state.openai_serving_chat, getattr(app.state, "arc_kv_warmup", None)
         from vllm.entrypoints.openai.chat_completion.protocol import ChatCompletionRequest
 
+        step = {"held": continued.held, "handoff": continued.handoff, "ask": translation.ask}
         held = contextlib.AsyncExitStack()
         try:
-            session = await held.enter_async_context(manager.using(sid))
+            session = await held.enter_async_context(using(manager, sid, continued))
+            compaction.check_current(continued, session)
             api.bind(translation, session)
             if translation.chat.get("stream"):
                 events = await open_stream(translation.chat, session, serving, request,
-                                           ChatCompletionRequest, kv_warmup, api.name)
+                                           ChatCompletionRequest, kv_warmup, api.name, **step)
             else:
                 try:
                     result = await complete(translation.chat, session, serving, request,
-                                            ChatCompletionRequest, kv_warmup, api.name)
+                                            ChatCompletionRequest, kv_warmup, api.name, **step)
                 finally:
                     manager.remember(session)
         except Exception as exc:
@@ -170,6 +181,17 @@ class ArcRoute(BaseRoute):
                 return JSONResponse(await self.api.read(body, request.app, session))
         except Declined:
             return None
+
+
+def using(manager, sid: str, continued):
+    """The session, for one request; one a compaction handle names but the server no longer
+    holds (ended, or removed by retention) is a 404 that says so."""
+    if continued.session is None or continued.session != sid:
+        return manager.using(sid)
+    if sid not in manager.sessions and not manager.stored(sid):
+        raise SessionError(f"compaction handle: session {sid} is no longer held by this server (ended, "
+                           "or removed by retention); send the conversation whole", 404)
+    return manager.using(sid)
 
 
 class ErrorForms:
@@ -224,3 +246,17 @@ def put_in_front(app, api: ConversationAPI) -> bool:
                 found = True
                 break
     return found
+
+
+def stand_alone(app, api: ConversationAPI) -> None:
+    """ARC's route for an API vLLM does not serve (``POST /v1/responses/compact``): a request ARC
+    does not take (implicit sessions off and none named) gets a 400 that says how to ask."""
+    from starlette.routing import Route
+
+    async def not_arc(request: Request) -> Response:
+        return api.error(f"{api.paths[0]} is served for ARC sessions: name one (X-ARC-Session or "
+                         "vllm_xargs.arc_session), or serve with --arc-implicit-sessions on", 400)
+
+    for path in api.paths:
+        app.router.routes.insert(0, ArcRoute(Route(path, not_arc, methods=["POST"]), api))
+

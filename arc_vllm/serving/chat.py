@@ -34,8 +34,8 @@ from dataclasses import dataclass, field, replace
 from pydantic import ValidationError
 
 from arc_vllm.core.errors import is_context_length_error
-from arc_vllm.kv.extra_args import ArcExtraArgs
-from arc_vllm.serving import metrics
+from arc_vllm.kv.extra_args import COMPACTION_TURN, ArcExtraArgs
+from arc_vllm.serving import compaction, metrics
 from arc_vllm.serving.conversation_keys import CHAT
 from arc_vllm.serving.processes import REPLICA
 from arc_vllm.serving.sessions import SessionError
@@ -55,12 +55,13 @@ class EngineError(RuntimeError):
         self.status = status
 
 
-def check_body(body: dict, request_class=None) -> None:
+def check_body(body: dict, request_class=None, held: int = 0) -> None:
     """The one validation of a chat body on the ARC path: what ARC itself needs (messages to
     archive, each with a role; one choice or several, counted), then vLLM's own request model
     (``request_class``, vLLM's ``ChatCompletionRequest`` by default), its errors named by
-    field. A ``SessionError`` (400) for the first problems."""
-    if not isinstance(body, dict) or not isinstance(body.get("messages"), list) or not body["messages"]:
+    field. A ``SessionError`` (400) for the first problems. ``held``: the request carries a
+    compaction handle standing for that many messages, so it may send no new one."""
+    if not isinstance(body, dict) or not isinstance(body.get("messages"), list) or not (body["messages"] or held):
         raise SessionError("messages: a non-empty list is required")
     for index, message in enumerate(body["messages"]):
         if not isinstance(message, dict) or not isinstance(message.get("role"), str):
@@ -121,8 +122,11 @@ class ChatStep:
     the session's lock from ``begin`` until ``end``."""
 
     def __init__(self, body: dict, session, serving, raw_request, request_class, kv_warmup=None,
-                 api: str = CHAT):
+                 api: str = CHAT, held: int = 0, handoff: bool = False, ask=None):
         self.body = body
+        self.held = held          # the session's messages a compaction handle stands for
+        self.handoff = handoff    # the messages hold ARC's handoff of this session
+        self.ask = ask            # a compaction asked of this request (``serving/compaction.py``)
         self.api = api
         self.session = session
         self.serving = serving
@@ -144,16 +148,19 @@ class ChatStep:
         self.arc_tools = acted and session.context.fits(with_arc)
         try:
             tools = with_arc if self.arc_tools else engine_tools(self.body, self.request_class, False)
-            self.before_tokens = session.take_in(self.body["messages"], tools)
+            self.before_tokens = session.take_in(self.body["messages"], tools, self.held, self.handoff)
             self.take_in_ms = (time.perf_counter() - self.started) * 1000
         except ValueError as error:
             raise SessionError(f"messages: {error}" if not str(error).startswith("messages")
                                else str(error)) from None
         self.context = context = session.context
         self.compactions, self.recalls = context.num_compactions, context.recall.num_recalls
+        if self.ask is not None:
+            self.ask.run(self)
         xargs = dict(self.body.get("vllm_xargs") or {})
         # vllm_xargs.arc_debug: return each view sent to the engine (for tests and debugging).
         self.debug = bool(xargs.pop("arc_debug", False))
+        xargs.pop(COMPACTION_TURN, None)  # the API server's to read (``compaction_turns.py``)
         self.template = request_template(self.body, xargs, session, tools, self.arc_tools)
         self.asked = asked_tokens(self.body)
         # The server's window (vLLM's max_model_len): a session may ask for a smaller one.
@@ -280,7 +287,7 @@ class ChatStep:
         metrics.PROMPT_TOKENS.labels(api=self.api).inc(loop.prompt_tokens)
         metrics.PREFIX_CACHED_TOKENS.labels(api=self.api).inc(loop.cached_tokens)
         total_ms = (time.perf_counter() - self.started) * 1000
-        own_ms = loop.own_ms + self.take_in_ms
+        own_ms = loop.own_ms + self.take_in_ms + (self.ask.ms if self.ask is not None else 0.0)
         arc = {
             "session": self.session.id, "api": self.api,
             "view_tokens": loop.view_tokens[-1] if loop.view_tokens else 0,
@@ -299,6 +306,12 @@ class ChatStep:
             "arc_ms": round(own_ms, 2), "engine_ms": round(max(0.0, total_ms - own_ms), 1)}
         if REPLICA_NAME:  # an engine of a Ray replica: which one served this
             arc["replica"] = REPLICA_NAME
+        if self.ask is not None:
+            arc["compaction"] = self.ask.record()
+            if self.ask.turn is not None:
+                arc["client_compaction"] = arc["compaction"]
+            if self.ask.compacted:
+                metrics.HANDOFFS.labels(api=self.api, kind=self.ask.kind).inc()
         self.session.records.append({
             "time": round(time.time(), 3), "conversation_tokens": self.before_tokens,
             "view_tokens": arc["view_tokens"], "budget_tokens": arc["budget_tokens"],
@@ -306,7 +319,8 @@ class ChatStep:
             "compactions": compactions, "recalls": arc["recalls"], "commands_served": loop.served,
             "engine_calls": len(loop.view_tokens), "arc_ms": arc["arc_ms"],
             "engine_ms": arc["engine_ms"], "max_tokens": loop.granted, "api": self.api,
-            "stream": bool(self.body.get("stream"))})
+            "stream": bool(self.body.get("stream")),
+            **({"handoff": self.ask.kind} if self.ask is not None and self.ask.compacted else {})})
         self.session.save()
         if self.debug:
             arc["views"] = loop.views
@@ -314,14 +328,18 @@ class ChatStep:
 
 
 async def complete(body: dict, session, serving, raw_request, request_class, kv_warmup=None,
-                   api: str = CHAT) -> dict:
+                   api: str = CHAT, held: int = 0, handoff: bool = False, ask=None) -> dict:
     """Run one ARC step for ``session``; returns the response as a JSON-able dict. Raises
     ``SessionError`` for a bad request and ``EngineError`` for an engine error. ``kv_warmup``
-    (``serving/kv_warmup.py``, with ``--arc-kv-reuse``) runs before each engine call."""
-    check_body(body, request_class)
+    (``serving/kv_warmup.py``, with ``--arc-kv-reuse``) runs before each engine call.
+    ``held``, ``handoff``, ``ask``: what the request continues from, and the compaction it asks
+    (``serving/compaction.py``); a compaction answered alone calls no engine."""
+    check_body(body, request_class, held)
     async with session.lock:
-        step = ChatStep(body, session, serving, raw_request, request_class, kv_warmup, api)
+        step = ChatStep(body, session, serving, raw_request, request_class, kv_warmup, api, held, handoff, ask)
         step.begin()
+        if ask is not None and ask.alone:
+            return compaction.response(step, body.get("model") or "")
         try:
             while True:
                 result = await step.call()

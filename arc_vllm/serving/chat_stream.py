@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 
+from arc_vllm.serving import compaction
 from arc_vllm.serving.chat import ChatStep, EngineError, answer_of, check_body
 from arc_vllm.serving.conversation_keys import CHAT
 from arc_vllm.serving.sessions import SessionError
@@ -26,24 +27,29 @@ from arc_vllm.serving.tools import ARC_TOOL_NAMES
 
 
 async def open_stream(body: dict, session, serving, raw_request, request_class, kv_warmup=None,
-                      api: str = CHAT):
+                      api: str = CHAT, held: int = 0, handoff: bool = False, ask=None):
     """Start a streamed step; returns the event iterator. Raises ``SessionError`` or
-    ``EngineError`` when the request fails before its first event."""
-    check_body(body, request_class)
+    ``EngineError`` when the request fails before its first event. A compaction answered
+    alone (``serving/compaction.py``) streams with no engine call."""
+    check_body(body, request_class, held)
     if (body.get("n") or 1) > 1:
         raise SessionError("n: a streamed ARC answer has one choice (n=1); ask without stream "
                            "for several, or name no session")
     await session.lock.acquire()
-    step = ChatStep(body, session, serving, raw_request, request_class, kv_warmup, api)
+    step = ChatStep(body, session, serving, raw_request, request_class, kv_warmup, api, held, handoff, ask)
+    options = body.get("stream_options") or {}
     try:
         step.begin()
+        if ask is not None and ask.alone:
+            result = compaction.response(step, body.get("model") or "")
+            session.lock.release()
+            return compaction.events(result, bool(options.get("include_usage")))
         events = await step.call(stream=True)
     except BaseException:
         if hasattr(step, "context"):  # what was archived is saved
             step.end()
         session.lock.release()
         raise
-    options = body.get("stream_options") or {}
     return relay(step, events, bool(options.get("include_usage")), bool(options.get("continuous_usage_stats")))
 
 

@@ -64,6 +64,8 @@ BUDGET_OPTIONS = {
     "recall_budget_chars": "characters of recalled text kept in the view",
     "recall_max_chars": "characters one recall may return",
     "inline_threshold_tokens": "rho: observations at most this long are never cited",
+    "handoff_tokens": "the most tokens of ARC's handoff, the summary a compacting client keeps "
+                      "(unset: a quarter of the window, at most 4096)",
 }
 SCHEDULER = "arc_vllm.serving.scheduler.ArcScheduler"
 PLUGIN_NAME = "arc"
@@ -206,6 +208,15 @@ def add_arc_arguments(parser) -> None:
                        help="with --arc-kv-reuse: recompute the first N tokens of each reused run "
                             "(0: reuse all; default by the engine's dtype: 192 in float32, 256 in "
                             "bfloat16/float16, where reuse's quality matches recomputation's)")
+    group.add_argument("--arc-client-compaction", choices=("arc", "model", "pass"), default="arc",
+                       help="a client's own compaction turn (Codex's, Claude Code's summary request): "
+                            "arc (default) answers it from ARC's store with no model call, nothing "
+                            "lost; model: the model writes the summary from ARC's bounded view and "
+                            "ARC appends its stubs and recall line; pass: the model answers it as "
+                            "any turn (a lossy LLM summary)")
+    group.add_argument("--arc-secret", default=None, metavar="TEXT",
+                       help="the key that signs compaction handles (unset: one generated and kept "
+                            "in --arc-store-dir/.arc-secret, else one per process)")
     for name, help_text in BUDGET_OPTIONS.items():
         group.add_argument(f"--arc-{name.replace('_', '-')}", type=int, default=None, help=help_text)
 
@@ -291,6 +302,10 @@ class ArcEndpoint:
                                             ttl_s=args.arc_session_ttl, max_sessions=args.arc_max_sessions,
                                             store_retention_s=args.arc_store_retention)
         state.arc_implicit_sessions = args.arc_implicit_sessions == "on"
+        from arc_vllm.serving.compaction_handle import Handles
+
+        state.arc_handles = Handles.for_server(getattr(args, "arc_secret", None), args.arc_store_dir)
+        state.arc_client_compaction = getattr(args, "arc_client_compaction", "arc")
         from arc_vllm.serving import metrics
 
         metrics.refresh(state.arc_sessions)  # the session gauges on /metrics from the start

@@ -116,19 +116,22 @@ async def get_catalog(sid: str, request: Request, page: int = 1):
 def attach(app) -> None:
     """Put ARC's routes on vLLM's app, and ARC's route in front of each of vLLM's
     conversational ones (chat completions must be there; the others where vLLM serves them)."""
-    from arc_vllm.serving.api_route import ErrorForms, put_in_front
+    from arc_vllm.serving.api_route import ErrorForms, put_in_front, stand_alone
     from arc_vllm.serving.apis.chat import ChatAPI
     from arc_vllm.serving.apis.messages import CountTokensAPI, MessagesAPI
-    from arc_vllm.serving.apis.responses import ResponsesAPI
+    from arc_vllm.serving.apis.responses import CompactAPI, ResponsesAPI
     from arc_vllm.serving.inspector_routes import router as inspector_router
 
     app.include_router(router)
     app.include_router(inspector_router)
     chat, others = ChatAPI(), [MessagesAPI(), CountTokensAPI(), ResponsesAPI()]
+    compact = CompactAPI()
     # Every ARC route raises its errors; each becomes its status here, once, in its API's form.
-    ErrorForms([chat, *others], default=chat).install(app)
+    ErrorForms([chat, *others, compact], default=chat).install(app)
     if not put_in_front(app, chat):
         raise RuntimeError("vLLM's app has no POST /v1/chat/completions route to put ARC in front of")
     for api in others:
         if not put_in_front(app, api):
             logger.info("vLLM serves no %s here: ARC takes chat completions only", api.paths[0])
+        elif isinstance(api, ResponsesAPI) and not put_in_front(app, compact):
+            stand_alone(app, compact)  # compaction is ARC's: vLLM has no route of its own

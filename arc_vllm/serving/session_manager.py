@@ -106,11 +106,16 @@ class SessionManager:
     def load(self, folder: Path) -> Session:
         """A session as its folder holds it (its store read, its context rebuilt)."""
         state = json.loads((folder / "session.json").read_text())
+        # By name: a parameter added or reordered can never shift a stored value into another.
         session = Session(state["id"], ArcConfig(**state["config"]), self.counter, folder,
-                          state.get("prefix"), state.get("fingerprints"), state.get("full_tokens", 0),
-                          state.get("num_requests", 0), state.get("tools"), state.get("context"),
-                          state.get("caller"), state.get("records"), state.get("client_id"),
-                          state.get("num_rebases", 0), state.get("last_answer"))
+                          prefix=state.get("prefix"), fingerprints=state.get("fingerprints"),
+                          full_tokens=state.get("full_tokens", 0), num_requests=state.get("num_requests", 0),
+                          tools=state.get("tools"), context_state=state.get("context"),
+                          caller=state.get("caller"), records=state.get("records"),
+                          client_id=state.get("client_id"), num_rebases=state.get("num_rebases", 0),
+                          last_answer=state.get("last_answer"), owner=state.get("owner"),
+                          handoff_tokens=state.get("handoff_tokens", 0),
+                          num_handoffs=state.get("num_handoffs", 0))
         session.last_used = (state.get("summary") or {}).get("last_used", session.last_used)
         session.stamp = file_stamp(folder / "session.json")
         return session

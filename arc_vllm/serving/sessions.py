@@ -37,7 +37,7 @@ from arc_vllm.core.context import ArcContext
 from arc_vllm.core.formats import ARC_NOTE
 from arc_vllm.core.snapshot import restore, snapshot
 from arc_vllm.core.store import ObsStore
-from arc_vllm.core.transcript import content_text, fingerprint, take_in
+from arc_vllm.core.transcript import content_text, fingerprints, take_in
 
 
 MAX_RECORDS = 1000
@@ -47,13 +47,21 @@ MAX_RECORDS = 1000
 BUDGET_FIELDS = {f.name for f in fields(ArcConfig)}
 
 
-def rewrites(messages: list[dict], known: list[str]) -> bool:
-    """Whether ``messages`` rewrite the history of a session that took ``known`` in: the same
-    first message, then a message that differs from the one the session has at its place. (A
-    request that starts otherwise carries new messages only; one that stops short is a resend.)"""
-    if not known or not messages or fingerprint(messages[0]) != known[0]:
+def rewrites(prints: list[str], known: list[str]) -> bool:
+    """Whether a request whose messages have the fingerprints ``prints`` rewrites the history
+    of a session that took ``known`` in: the same first message, then a message that differs
+    from the one the session has at its place. (A request that starts otherwise carries new
+    messages only; one that stops short is a resend.)"""
+    if not known or not prints or prints[0] != known[0]:
         return False
-    return any(fingerprint(message) != print_ for message, print_ in zip(messages[1:], known[1:]))
+    return not continues(prints, known)
+
+
+def continues(prints: list[str], known: list[str]) -> bool:
+    """Whether the request's messages agree with the session's as far as both go (it extends
+    the conversation, or resends part of it)."""
+    shared = min(len(prints), len(known))
+    return prints[:shared] == known[:shared]
 
 
 def file_stamp(path: Path) -> tuple:
@@ -76,8 +84,12 @@ class Session:
                  full_tokens: int = 0, num_requests: int = 0, tools: list[dict] | None = None,
                  context_state: dict | None = None, caller: str | None = None,
                  records: list[dict] | None = None, client_id: str | None = None,
-                 num_rebases: int = 0, last_answer: dict | None = None):
+                 num_rebases: int = 0, last_answer: dict | None = None, owner: str | None = None,
+                 handoff_tokens: int = 0, num_handoffs: int = 0):
         self.id = id
+        self.owner = owner  # who created it (``conversation_keys.caller_of``); None: not recorded
+        self.handoff_tokens = handoff_tokens  # ARC's last handoff of it, as a client keeps it
+        self.num_handoffs = num_handoffs  # compactions answered from its store
         # One record per ARC request (serving/chat.py ChatStep.end), the last MAX_RECORDS.
         self.records: deque[dict] = deque(records or [], maxlen=MAX_RECORDS)
         self.last_used = time.time()
@@ -98,6 +110,8 @@ class Session:
         self.prefix: list[dict] | None = None
         self.full_tokens = full_tokens  # the conversation's size without ARC, beyond F
         self.context: ArcContext | None = None
+        self.previous: ArcContext | None = None  # the context a rewritten history follows
+        self.previous_handed_off = False
         self.num_requests = num_requests
         # session.json as this process last wrote or read it: a sharing process that finds
         # another file there (each save replaces it) reloads the session.
@@ -121,16 +135,28 @@ class Session:
                                       tools=tools, note=ARC_NOTE)
         self.prefix = prefix
 
-    def take_in(self, messages: list[dict], tools: list[dict] | None) -> int:
+    def take_in(self, messages: list[dict], tools: list[dict] | None, held: int = 0,
+                handoff: bool = False, save: bool = True) -> int:
         """Archive what is new in a request's ``messages``; ``tools`` are the tools the engine
-        will render (the request's and ARC's). Returns the conversation's size without ARC.
-        Raises ValueError (a bad message, or a task prefix that cannot fit) with nothing
-        stored."""
-        if self.context is not None and rewrites(messages, self.fingerprints):
-            self.rebase()
-        items = take_in(messages, self.fingerprints, self.context is not None)
+        will render (the request's and ARC's). ``held``: the request carries a compaction
+        handle standing for the session's first ``held`` messages, and ``messages`` follow
+        it. ``handoff``: its messages hold ARC's handoff of this session (a client compacted
+        and kept it): one that does not continue the session's conversation is the client's
+        rewritten history, taken in with ARC's view from the start (``rebase``). Returns the
+        conversation's size without ARC. Raises ValueError (a bad message, or a task prefix
+        that cannot fit) with nothing stored."""
+        prints = self.fingerprints[:held] + fingerprints(messages)
+        if self.context is not None and not held:
+            if handoff and not continues(prints, self.fingerprints):
+                self.rebase(handed_off=True)
+            elif rewrites(prints, self.fingerprints):
+                self.rebase()
+        items = take_in(messages, self.fingerprints, self.context is not None, prints=prints, held=held)
         if self.context is None:
             self.start(items.prefix, tools)
+            if self.previous is not None:  # a rewritten history: the same store, stubs and catalog
+                self.context.carry(self.previous, self.previous_handed_off)
+                self.previous = None
         else:
             self.context.set_tools(tools)
         context = self.context
@@ -148,14 +174,18 @@ class Session:
                             reasoning=step.reasoning)
         self.fingerprints = items.fingerprints
         self.num_requests += 1
-        self.save()
+        if save:
+            self.save()
         return context.prefix_tokens + self.full_tokens
 
-    def rebase(self) -> None:
+    def rebase(self, handed_off: bool = False) -> None:
         """The client rewrote its history: the next request's conversation is the session's
-        from now on (its own F, its turns), over the same store. The new context lists every
-        observation stored before in its catalog (``ArcContext``), shown once ARC acts; until
-        then the view is the new conversation as sent."""
+        from now on (its own F, its turns), over the same store. The new context keeps the old
+        one's Cited set and catalog (every observation stored before is listed) and, where
+        the new history holds ARC's handoff, shows the note and the catalog from the start
+        (``ArcContext.carry``); otherwise they show once ARC acts, and until then the view is
+        the new conversation as sent."""
+        self.previous, self.previous_handed_off = self.context, handed_off
         self.context, self.prefix, self.fingerprints, self.full_tokens = None, None, [], 0
         self.num_rebases += 1
 
@@ -167,6 +197,7 @@ class Session:
                  "tools": self.context.tools if self.context else None,
                  "full_tokens": self.full_tokens, "num_requests": self.num_requests,
                  "caller": self.caller, "client_id": self.client_id, "num_rebases": self.num_rebases,
+                 "owner": self.owner, "handoff_tokens": self.handoff_tokens, "num_handoffs": self.num_handoffs,
                  "last_answer": self.last_answer,
                  "records": list(self.records), "summary": self.summary(),
                  "context": snapshot(self.context) if self.context else None}
@@ -181,7 +212,7 @@ class Session:
                 "turns": len(self.context.turns) if self.context else 0,
                 "compactions": self.context.num_compactions if self.context else 0,
                 "requests": self.num_requests, "implicit": self.caller is not None,
-                "client_id": self.client_id, "rebases": self.num_rebases,
+                "client_id": self.client_id, "rebases": self.num_rebases, "handoffs": self.num_handoffs,
                 "apis": sorted({record.get("api", "chat") for record in self.records}),
                 "last_used": round(self.last_used, 3)}
 

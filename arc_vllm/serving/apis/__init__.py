@@ -42,6 +42,8 @@ class Translation:
     request: Any = None              # the API's own parsed request
     session: str | None = None       # the session the API's own reference names (previous_response_id)
     extra: dict = field(default_factory=dict)
+    handle: Any = None               # the compaction handle the request carries (an item, a block)
+    ask: Any = None                  # the compaction it asks for (``serving/compaction.py``)
 
 
 class ConversationAPI:
@@ -54,6 +56,10 @@ class ConversationAPI:
 
     def declines(self, body: dict) -> None:
         """Raises ``Declined`` for a request ARC leaves to vLLM when it names no session."""
+
+    def carries_handle(self, body: dict) -> bool:
+        """Whether the body holds a compaction handle (which names its session)."""
+        return False
 
     async def translate(self, body: dict, app, headers: dict[str, str]) -> Translation:
         raise NotImplementedError

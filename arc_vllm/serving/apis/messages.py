@@ -25,8 +25,9 @@ import json
 from fastapi.responses import JSONResponse
 
 from arc_vllm.serving.apis import ConversationAPI, Declined, Translation, check_results, parsed
+from arc_vllm.serving.apis.messages_compaction import BLOCK, ask_of, compaction_block, take_compaction
 from arc_vllm.serving.chat import preview_tokens
-from arc_vllm.serving.conversation_keys import MESSAGES
+from arc_vllm.serving.conversation_keys import MESSAGES, caller_of
 from arc_vllm.serving.sessions import Session, SessionError
 
 ERROR_TYPES = {400: "invalid_request_error", 401: "authentication_error", 403: "permission_error",
@@ -73,21 +74,45 @@ class MessagesAPI(ConversationAPI):
                     if isinstance(part, dict) and part.get("type") in NOT_ARCS:
                         raise Declined(f"{part['type']} content")
 
+    def carries_handle(self, body: dict) -> bool:
+        return any(isinstance(block, dict) and block.get("type") == BLOCK and block.get("encrypted_content")
+                   for message in body.get("messages") or [] if isinstance(message, dict)
+                   for block in (message.get("content") if isinstance(message.get("content"), list) else []))
+
     async def translate(self, body: dict, app, headers: dict[str, str]) -> Translation:
         from vllm.entrypoints.anthropic.protocol import AnthropicMessagesRequest
 
         handler = handler_of(app)
+        caller = caller_of(headers, body)
+        body, handle, edits = take_compaction(body, app.state.arc_handles)
         request = parsed(AnthropicMessagesRequest, body)
         chat = await to_chat(handler, request)
-        check_results(chat["messages"], "tool_result", "tool_use_id")
-        return Translation(chat, request)
+        if handle is not None:  # the session holds everything before the block, the system prompt too
+            chat["messages"] = [message for message in chat["messages"] if message.get("role") != "system"]
+        else:
+            check_results(chat["messages"], "tool_result", "tool_use_id")
+        translation = Translation(chat, request, handle=handle)
+        translation.ask = ask_of(edits, app.state.arc_handles, caller, handle)
+        return translation
 
     def answer(self, translation: Translation, response: dict, app) -> dict:
         from vllm.entrypoints.openai.chat_completion.protocol import ChatCompletionResponse
 
         arc = response.pop("arc")
-        message = handler_of(app).messages_full_converter(ChatCompletionResponse.model_validate(response))
-        return {**message.model_dump(exclude_none=True), "arc": arc}
+        ask = translation.ask
+        if ask is not None and ask.alone:  # paused after compaction: the block, no model call
+            message = handler_of(app).messages_full_converter(ChatCompletionResponse.model_validate(
+                dict(response, usage={"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0})))
+            answer = dict(message.model_dump(exclude_none=True), content=[compaction_block(ask)],
+                          stop_reason="compaction")
+        else:
+            message = handler_of(app).messages_full_converter(ChatCompletionResponse.model_validate(response))
+            answer = message.model_dump(exclude_none=True)
+            if ask is not None and ask.compacted:
+                answer["content"] = [compaction_block(ask), *answer.get("content", [])]
+        if ask is not None:
+            answer["context_management"] = {"applied_edits": ask.applied}
+        return {**answer, "arc": arc}
 
     async def stream(self, translation: Translation, events, app):
         """vLLM's converter over ARC's chunks; ``arc`` moved from the last chunk to
@@ -107,11 +132,30 @@ class MessagesAPI(ConversationAPI):
                         event = f"data: {json.dumps(data, ensure_ascii=False)}\n\n"
                 yield event
 
+        ask = translation.ask
+        led = ask is not None and ask.compacted  # a compaction block at index 0, the answer after it
         async for event in handler_of(app).message_stream_converter(chunks()):
-            if event.startswith("event: message_delta\n") and "arc" in seen:
-                head, _, data = event.partition("data: ")
-                data = json.dumps({**json.loads(data), "arc": seen["arc"]}, ensure_ascii=False, separators=(",", ":"))
-                event = f"{head}data: {data}\n\n"
+            kind, data = parse_event(event)
+            if kind == "message_start" and led:
+                yield event
+                for block_event in block_events(compaction_block(ask)):
+                    yield block_event
+                continue
+            if ask is not None and ask.alone and kind in ("content_block_start", "content_block_delta",
+                                                          "content_block_stop"):
+                continue  # a compaction alone: the block is the answer
+            if led and kind.startswith("content_block_"):
+                data["index"] += 1
+            if kind == "message_delta":
+                if "arc" in seen:
+                    data["arc"] = seen["arc"]
+                if ask is not None:
+                    data["context_management"] = {"applied_edits": ask.applied}
+                    if ask.alone:
+                        data["delta"]["stop_reason"] = "compaction"
+                        data["usage"] = dict(data.get("usage") or {}, input_tokens=0, output_tokens=0)
+            if data is not None and (led or kind == "message_delta"):
+                event = sse(kind, data)
             yield event
         if "error" in seen:
             error = seen["error"]
@@ -119,6 +163,31 @@ class MessagesAPI(ConversationAPI):
 
     def error(self, message: str, status: int, kind: str | None = None) -> JSONResponse:
         return JSONResponse(error_body(message, status), status)
+
+
+def parse_event(event: str) -> tuple[str, dict | None]:
+    """An Anthropic server-sent event's type and data."""
+    head, _, data = event.partition("data: ")
+    kind = head.removeprefix("event: ").strip()
+    try:
+        return kind, json.loads(data)
+    except ValueError:
+        return kind, None
+
+
+def sse(kind: str, data: dict) -> str:
+    return f"event: {kind}\ndata: {json.dumps(data, ensure_ascii=False, separators=(',', ':'))}\n\n"
+
+
+def block_events(block: dict, index: int = 0) -> list[str]:
+    """A compaction block's events: written whole by ARC, it comes in one delta."""
+    return [sse("content_block_start", {"type": "content_block_start", "index": index,
+                                        "content_block": {"type": BLOCK, "content": None,
+                                                          "encrypted_content": None}}),
+            sse("content_block_delta", {"type": "content_block_delta", "index": index,
+                                        "delta": {"type": "compaction_delta", "content": block["content"],
+                                                  "encrypted_content": block["encrypted_content"]}}),
+            sse("content_block_stop", {"type": "content_block_stop", "index": index})]
 
 
 def error_body(message: str, status: int) -> dict:
@@ -146,6 +215,7 @@ class CountTokensAPI(MessagesAPI):
         from vllm.exceptions import VLLMClientError
 
         handler = handler_of(app)
+        body, _, _ = take_compaction(body, app.state.arc_handles)  # counted as the client holds it
         request = parsed(AnthropicCountTokensRequest, body)
         chat = await to_chat(handler, request)
         manager = app.state.arc_sessions

@@ -35,7 +35,9 @@ import secrets
 import time
 
 from arc_vllm.serving.apis import ConversationAPI, Declined, Translation, check_results, parsed
-from arc_vllm.serving.conversation_keys import RESPONSES
+from arc_vllm.serving.apis.responses_compaction import (COMPACTION, ask_of, compacted_response, compaction_item,
+                                                        is_item, take_compaction)
+from arc_vllm.serving.conversation_keys import RESPONSES, caller_of
 from arc_vllm.serving.sessions import SessionError
 
 # Fields a Responses request and a chat completion request share, with one meaning.
@@ -83,6 +85,11 @@ def response_format_of(text) -> dict | None:
 class ResponsesAPI(ConversationAPI):
     name = RESPONSES
     paths = ("/v1/responses",)
+    compacts = False  # ``POST /v1/responses/compact`` (``CompactAPI``)
+
+    def carries_handle(self, body: dict) -> bool:
+        items = body.get("input")
+        return isinstance(items, list) and any(is_item(item, COMPACTION) for item in items)
 
     def declines(self, body: dict) -> None:
         items = body.get("input") if isinstance(body.get("input"), list) else []
@@ -101,7 +108,12 @@ class ResponsesAPI(ConversationAPI):
         from vllm.exceptions import VLLMValidationError
 
         handler = handler_of(app)
+        original_input = body.get("input")
+        body, handle, trigger, entry = take_compaction(body, app.state.arc_handles)
         request = parsed(ResponsesRequest, body)
+        if handle is not None and request.previous_response_id is not None:
+            raise SessionError("previous_response_id: a request carrying a compaction item continues from it; "
+                               "send one or the other")
         if request.background:
             raise SessionError("background: ARC sessions answer in the request (background: false)")
         session, extra = None, {"created": int(time.time())}
@@ -113,6 +125,8 @@ class ResponsesAPI(ConversationAPI):
                 session, extra["after"] = ours.group(1), int(ours.group(2))
                 messages = []  # ``bind``: the session's last answer, then what follows it
                 construct_chat_messages_with_tool_call(input_items(request.input))  # refused here if bad
+            elif handle is not None:  # the session holds everything before the item, its F too
+                messages = construct_chat_messages_with_tool_call(input_items(request.input))
             else:
                 messages = construct_input_messages(request_instructions=request.instructions,
                                                     request_input=request.input)
@@ -137,9 +151,12 @@ class ResponsesAPI(ConversationAPI):
             chat["reasoning_effort"] = request.reasoning.effort
         if chat["stream"]:
             chat["stream_options"] = {"include_usage": True}
-        if "after" not in extra:  # a continuation's messages are checked once ``bind`` has them
+        if "after" not in extra and handle is None:  # else checked once ``bind`` has them
             check_results(chat["messages"], "function_call_output", "call_id")
-        return Translation(chat, request, session, extra)
+        extra["input"] = original_input
+        translation = Translation(chat, request, session, extra, handle=handle)
+        translation.ask = ask_of(translation, app, caller_of(headers, body), trigger, entry, self.compacts)
+        return translation
 
     def bind(self, translation: Translation, session) -> None:
         request = translation.request
@@ -175,10 +192,22 @@ class ResponsesAPI(ConversationAPI):
                                               output=output, status=status, usage=usage)
 
     def answer(self, translation: Translation, response: dict, app) -> dict:
+        ask = translation.ask
+        if ask is not None and ask.alone:
+            if self.compacts:
+                return compacted_response(translation, response)
+            arc = response.pop("arc")
+            nothing = usage_of({"prompt_tokens": 0, "completion_tokens": 0})  # no model call
+            final = self.response(translation, app, output=[compaction_item(ask)], usage=nothing,
+                                  status="completed", granted=arc["max_tokens"], model=response["model"])
+            self.keep(translation, final, app)
+            return {**final.model_dump(mode="json", by_alias=True), "arc": arc}
         arc = response.pop("arc")
         [choice] = response["choices"]
         message = choice["message"]
         output = output_items(message, translation.request.tools)
+        if ask is not None and ask.compacted:  # a threshold passed: the item leads the output
+            output = [compaction_item(ask), *output]
         final = self.response(translation, app, output=output, usage=usage_of(response.get("usage")),
                               status="incomplete" if choice.get("finish_reason") == "length" else "completed",
                               granted=arc["max_tokens"], model=response["model"])
@@ -197,11 +226,14 @@ class ResponsesAPI(ConversationAPI):
         from vllm.entrypoints.openai.responses.streaming_events import (SimpleStreamingEventProcessor,
                                                                         split_delta)
 
-        request = translation.request
+        request, ask = translation.request, translation.ask
+        led = [compaction_item(ask)] if ask is not None and ask.compacted else []
         processor = SimpleStreamingEventProcessor(tools=request.tools)
+        processor.state.current_output_index = len(led)  # the answer's items follow the compaction item
         numbered = Numbered()
         model, usage, arc, finish = request.model, None, None, None
         started = False
+        answered = not (ask is not None and ask.alone)  # a compaction alone: its item is the output
         async for block in events:
             payload = block[6:].strip() if block.startswith("data: ") else ""
             if not payload or payload == "[DONE]":
@@ -219,7 +251,12 @@ class ResponsesAPI(ConversationAPI):
                                         granted=None, model=model).model_dump(mode="json", by_alias=True)
                 yield numbered.event({"type": "response.created", "response": initial})
                 yield numbered.event({"type": "response.in_progress", "response": initial})
+                for event in compaction_events(led):
+                    yield numbered.event(event)
             arc = data.get("arc", arc)
+            if not answered:
+                usage = data.get("usage") or usage
+                continue
             usage = data.get("usage") or usage
             for choice in data.get("choices") or []:
                 finish = choice.get("finish_reason") or finish
@@ -243,12 +280,42 @@ class ResponsesAPI(ConversationAPI):
                         yield numbered.model(event)
         for event in processor.close_current():
             yield numbered.model(event)
-        final = self.response(translation, app, output=processor.output_items, usage=usage_of(usage),
+        final = self.response(translation, app, output=[*led, *processor.output_items], usage=usage_of(usage),
                               status="incomplete" if finish == "length" else "completed",
                               granted=(arc or {}).get("max_tokens"), model=model)
         self.keep(translation, final, app)
         completed = {**final.model_dump(mode="json", by_alias=True), **({"arc": arc} if arc else {})}
         yield numbered.event({"type": "response.completed", "response": completed})
+
+
+def compaction_events(items: list[dict]) -> list[dict]:
+    """The events of compaction items, each whole at once (ARC writes them with no sampling)."""
+    events = []
+    for index, item in enumerate(items):
+        events.append({"type": "response.output_item.added", "output_index": index, "item": item})
+        events.append({"type": "response.output_item.done", "output_index": index, "item": item})
+    return events
+
+
+class CompactAPI(ResponsesAPI):
+    """``POST /v1/responses/compact`` (the SDK's ``responses.compact``): the request's
+    conversation compacted by ARC into one compaction item, with no model call; its answer is
+    ``{object: "response.compaction", output: [the input's user messages..., the item]}``.
+    vLLM has no such route: ARC's stands alone (``api_route.put_in_front``)."""
+
+    paths = ("/v1/responses/compact",)
+    compacts = True
+
+    async def translate(self, body: dict, app, headers: dict[str, str]) -> Translation:
+        if not isinstance(body.get("model"), str):
+            raise SessionError("model: required")
+        body = {key: value for key, value in body.items() if key in COMPACT_FIELDS}
+        return await super().translate(dict(body, stream=False, store=False), app, headers)
+
+
+# What a compact request may carry (the SDK's ``responses.compact`` parameters ARC reads).
+COMPACT_FIELDS = ("model", "input", "instructions", "previous_response_id", "prompt_cache_key", "user",
+                  "safety_identifier", "vllm_xargs")
 
 
 class Numbered:

@@ -1,0 +1,209 @@
+"""Compaction on the serving path: what a request asks of it, and its answer when no model call
+is needed. Every compaction a client or a provider's API asks for is ARC's: a handoff written
+from the session's store (``core/handoff.py``) and a handle to the session
+(``serving/compaction_handle.py``); nothing stored is lost and no token is decoded.
+
+    kind        asked by                                                    answered
+    turn        a client's own summary turn (Codex, Claude Code:            the handoff as the
+                ``serving/compaction_turns.py``)                             assistant's text, alone
+    trigger     ``POST /v1/responses/compact``, a Responses                 one compaction item,
+                ``compaction_trigger`` item (Codex's remote compaction)      alone
+    threshold   Responses ``context_management`` ``compact_threshold``,    a compaction item or
+                Anthropic ``compact_20260112`` (``trigger``)                 block before the model's
+                                                                            answer, once the input
+                                                                            passes the threshold
+                                                                            (alone when paused)
+
+The route (``serving/api_route.py``) and the API adapters make a ``CompactionAsk``; the step
+(``serving/chat.py``) runs it once the request's messages are taken in (``run``), so the
+handle stands exactly for what the session holds; a compaction answered alone never reaches
+the engine (``response``, ``events``). A threshold compares the conversation as the client
+holds it: the whole conversation, or, after a handle, the handoff and what followed it.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import time
+from dataclasses import dataclass, field
+
+from arc_vllm.core.handoff import Handoff, write_handoff
+from arc_vllm.serving.compaction_handle import Handle, Handles, caller_tag
+from arc_vllm.serving.compaction_turns import BadMarker, CompactionTurn, answer_text, recognise, without_prompt
+from arc_vllm.serving.sessions import SessionError
+
+TURN, TRIGGER, THRESHOLD = "turn", "trigger", "threshold"
+EDITS = "edits"  # context edits only (Anthropic's clear_tool_uses / clear_thinking): no compaction
+# --arc-client-compaction: who answers a client's own summary turn
+ARC_MODE, MODEL_MODE, PASS_MODE = "arc", "model", "pass"
+CLIENT_COMPACTION_MODES = (ARC_MODE, MODEL_MODE, PASS_MODE)
+
+
+@dataclass
+class CompactionAsk:
+    kind: str
+    handles: Handles
+    caller: str                     # ``conversation_keys.caller_of``: the handle is bound to it
+    turn: CompactionTurn | None = None
+    threshold: int | None = None
+    pause: bool = False             # threshold: the compaction alone, no answer (Anthropic's pause)
+    since: Handle | None = None     # the handle the request carried, if any
+    # Context edits, each ``(context, input_tokens) -> applied entry or None``, run first:
+    edits: list = field(default_factory=list)
+    instructions: str | None = None  # a client's instructions for the summary (kept in the record)
+    # Set by ``run``:
+    handoff: Handoff | None = None
+    handle: str | None = None
+    input_tokens: int = 0           # the conversation as the client holds it
+    ms: float = 0.0
+    applied: list = field(default_factory=list)  # the context edits applied
+
+    @property
+    def compacted(self) -> bool:
+        return self.handoff is not None
+
+    @property
+    def alone(self) -> bool:
+        """Answered with the compaction only: no engine call."""
+        return self.compacted and (self.kind != THRESHOLD or self.pause)
+
+    def run(self, step) -> None:
+        """After ``step`` took the request's messages in: compact if asked (a threshold only
+        once the input passes it), writing the handoff and issuing the handle."""
+        started = time.perf_counter()
+        session, context = step.session, step.context
+        self.input_tokens = step.before_tokens
+        if self.since is not None:  # the client holds the handoff and what followed it
+            self.input_tokens = step.before_tokens - self.since.tokens + session.handoff_tokens
+        self.applied = [entry for entry in (edit(context, self.input_tokens) for edit in self.edits) if entry]
+        if self.kind == EDITS or (self.kind == THRESHOLD and self.input_tokens <= (self.threshold or 0)):
+            self.ms = (time.perf_counter() - started) * 1000
+            return
+        handle = Handle(session.id, len(session.fingerprints), session.num_rebases, caller_tag(self.caller),
+                        step.before_tokens)
+        self.handle = self.handles.issue(handle)
+        self.handoff = write_handoff(context, budget_tokens=context.config.handoff_budget_tokens,
+                                     handle=self.handle)
+        session.handoff_tokens = self.handoff.tokens
+        session.num_handoffs += 1
+        self.ms = (time.perf_counter() - started) * 1000
+
+    def text(self) -> str:
+        """The answer's text in the form the client expects (a summary turn's), else the handoff."""
+        return answer_text(self.turn, self.handoff.text) if self.turn is not None else self.handoff.text
+
+    def record(self) -> dict:
+        """What ARC did, for ``arc.compaction`` (and ``arc.client_compaction`` for a client's turn)."""
+        record = {"kind": self.kind, "compacted": self.compacted, "input_tokens": self.input_tokens,
+                  "decoded_tokens": 0, "ms": round(self.ms, 2)}
+        if self.turn is not None:
+            record.update(client=self.turn.client, form=self.turn.form)
+        if self.threshold is not None:
+            record["threshold"] = self.threshold
+        if self.applied:
+            record["applied_edits"] = self.applied
+        if self.instructions:
+            record["instructions"] = self.instructions
+        if self.handoff is not None:
+            record.update(handoff_tokens=self.handoff.tokens, observations=self.handoff.observations,
+                          listed=len(self.handoff.listed), handle=self.handle)
+        return record
+
+
+@dataclass
+class Continuation:
+    """What a request continues from a compaction: the session, the handle, and how."""
+
+    session: str | None = None
+    handle: Handle | None = None
+    held: int = 0           # the session's messages a carried handle (item, block) stands for
+    handoff: bool = False   # the messages hold ARC's handoff text (a client kept it)
+
+
+def continuation(handles: Handles, translation, caller: str, named: str | None) -> Continuation:
+    """The session a request's compaction handle names. A handle the API carries (an item's or
+    a block's ``encrypted_content``, read by the adapter) must be this caller's (404: no
+    session of yours, as for an unknown one); one in a handoff's text (a client that compacted
+    on its own kept ARC's answer) routes the request to its session where no other is named,
+    and is ignored when it is not this caller's (a text may quote anything)."""
+    handle = translation.handle
+    if handle is not None:
+        if handle.caller != caller_tag(caller):
+            raise SessionError("compaction handle: no session of this caller's (it was issued to "
+                               "another API key or user)", 404)
+        if named is not None and named != handle.session:
+            raise SessionError(f"compaction handle: it continues session {handle.session}, not the "
+                               f"session named ({named})")
+        return Continuation(handle.session, handle, held=handle.position)
+    for message in translation.chat["messages"]:
+        if message.get("role") not in ("user", "system", "developer"):
+            continue
+        text = message.get("content")
+        text = text if isinstance(text, str) else "\n".join(
+            part.get("text") for part in text or [] if isinstance(part, dict) and isinstance(part.get("text"), str))
+        found = handles.find(text) if Handles.holds_text_handle(text) else None
+        if found is not None and found.caller == caller_tag(caller) and named in (None, found.session):
+            return Continuation(found.session, found, handoff=True)
+    return Continuation()
+
+
+def check_current(continued: Continuation, session) -> None:
+    """A carried handle stands for the session as it was: still its history (409 otherwise)."""
+    handle = continued.handle
+    if handle is None or not continued.held:
+        return
+    if handle.generation != session.num_rebases or handle.position > len(session.fingerprints):
+        raise SessionError(f"compaction handle: stale: session {session.id}'s history was rewritten "
+                           "after it was issued; send the conversation whole, or the newest handle", 409)
+
+
+def client_turn(mode: str, handles: Handles, headers: dict, body: dict, translation,
+                caller: str) -> CompactionAsk | None:
+    """A client's own compaction turn (``compaction_turns.py``), answered by ARC unless the
+    server passes them to the model (``--arc-client-compaction pass``); its prompt taken out
+    of the messages ARC archives."""
+    if mode == PASS_MODE:
+        return None
+    try:
+        turn = recognise(headers, body, translation.chat["messages"])
+    except BadMarker as error:
+        raise SessionError(str(error)) from None
+    if turn is None:
+        return None
+    translation.chat["messages"] = without_prompt(translation.chat["messages"], turn)
+    return CompactionAsk(TURN, handles, caller, turn=turn, since=translation.handle)
+
+
+def response(step, model: str) -> dict:
+    """The chat completion of a compaction answered alone (the step's ``arc`` object on it)."""
+    text = step.ask.text()
+    completion = step.context.counter.count(text)
+    answer = {"role": "assistant", "content": text}
+    result = {"id": f"chatcmpl-arc-{secrets.token_hex(12)}", "object": "chat.completion",
+              "created": int(time.time()), "model": model,
+              "choices": [{"index": 0, "message": dict(answer), "finish_reason": "stop"}],
+              "usage": {"prompt_tokens": 0, "completion_tokens": completion, "total_tokens": completion}}
+    result["arc"] = step.end(answer)
+    return result
+
+
+async def events(result: dict, include_usage: bool):
+    """``response``'s answer as a chat completion stream, as ``chat_stream.relay`` ends one."""
+    base = {key: result[key] for key in ("id", "created", "model")}
+    base["object"] = "chat.completion.chunk"
+    [choice] = result["choices"]
+
+    def sse(payload: dict) -> str:
+        return f"data: {json.dumps(payload, ensure_ascii=False)}\n\n"
+
+    yield sse({**base, "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}]})
+    yield sse({**base, "choices": [{"index": 0, "delta": {"content": choice["message"]["content"]},
+                                    "finish_reason": None}]})
+    final = {**base, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}
+    if include_usage:
+        yield sse(final)
+        yield sse({**base, "choices": [], "usage": result["usage"], "arc": result["arc"]})
+    else:
+        yield sse({**final, "arc": result["arc"]})
+    yield "data: [DONE]\n\n"
