@@ -116,9 +116,10 @@ class ArcRoute(BaseRoute):
             return None
         manager, handles = app.state.arc_sessions, app.state.arc_handles
         continued = compaction.continuation(handles, translation, caller, sid)
-        if translation.ask is None:
-            translation.ask = compaction.client_turn(app.state.arc_client_compaction, handles, headers, body,
-                                                     translation, caller)
+        turn = compaction.client_turn(app.state.arc_client_compaction, handles, headers, body, translation, caller)
+        if turn is not None:  # a client's own summary turn: ARC's, with the request's context edits
+            turn.edits = translation.ask.edits if translation.ask is not None else []
+            translation.ask = turn
         if continued.handoff and not (continued.session in manager.sessions or manager.stored(continued.session)):
             continued = compaction.Continuation()  # a handoff of a session gone: a conversation like any
         if continued.session is not None and (implicit or continued.held):

@@ -36,8 +36,8 @@ from arc_vllm.serving.sessions import SessionError
 TURN, TRIGGER, THRESHOLD = "turn", "trigger", "threshold"
 EDITS = "edits"  # context edits only (Anthropic's clear_tool_uses / clear_thinking): no compaction
 # --arc-client-compaction: who answers a client's own summary turn
-ARC_MODE, MODEL_MODE, PASS_MODE = "arc", "model", "pass"
-CLIENT_COMPACTION_MODES = (ARC_MODE, MODEL_MODE, PASS_MODE)
+ARC_MODE, PASS_MODE = "arc", "pass"
+CLIENT_COMPACTION_MODES = (ARC_MODE, PASS_MODE)
 
 
 @dataclass
@@ -67,6 +67,17 @@ class CompactionAsk:
     def alone(self) -> bool:
         """Answered with the compaction only: no engine call."""
         return self.compacted and (self.kind != THRESHOLD or self.pause)
+
+    @property
+    def as_item(self) -> bool:
+        """The answer carries a compaction item (Responses) or block (Messages): a provider
+        API's compaction; a client's own turn is answered as text."""
+        return self.compacted and self.kind != TURN
+
+    @property
+    def item_only(self) -> bool:
+        """The answer is the compaction item or block alone."""
+        return self.as_item and self.alone
 
     def run(self, step) -> None:
         """After ``step`` took the request's messages in: compact if asked (a threshold only

@@ -11,7 +11,7 @@ one when it sees it:
                  or a user message holding "You are performing a
                  CONTEXT CHECKPOINT COMPACTION"
     claude-code  a user message holding "CRITICAL: Respond with TEXT      <analysis>…</analysis>
-                 ONLY. Do NOT call any tools." and "<summary>"            <summary>…</summary>
+                 ONLY" and "<summary>"                                    <summary>…</summary>
                  (its retry adds a paragraph: the same turn)
     any client   header X-ARC-Compaction, or vllm_xargs.arc_compaction:   as named
                  "plain" or "summary-tags"
@@ -49,8 +49,7 @@ class KnownPrompt:
 
 KNOWN_PROMPTS = (
     KnownPrompt("codex", "You are performing a CONTEXT CHECKPOINT COMPACTION", PLAIN),
-    KnownPrompt("claude-code", "CRITICAL: Respond with TEXT ONLY. Do NOT call any tools.", SUMMARY_TAGS,
-                also="<summary>"),
+    KnownPrompt("claude-code", "CRITICAL: Respond with TEXT ONLY", SUMMARY_TAGS, also="<summary>"),
 )
 
 
@@ -98,7 +97,8 @@ def recognise(headers: dict[str, str], body: dict, messages: list[dict]) -> Comp
                  if isinstance(messages[index], dict) and messages[index].get("role") == "user"), None)
     known = None
     if last is not None and last == len(messages) - 1:
-        known = next(filter(None, map(_known, _texts(messages[last]))), None)
+        texts = _texts(messages[last])
+        known = next(filter(None, map(_known, texts)), None) or _known("\n".join(texts))
     marked = compaction_of_body(body)
     marked = headers.get(MARKER_HEADER) if marked is None else marked
     if marked is not None:
@@ -124,6 +124,8 @@ def without_prompt(messages: list[dict], turn: CompactionTurn) -> list[dict]:
     if isinstance(content, list) and turn.client != "marked":
         kept = [part for part in content if not (isinstance(part, dict) and isinstance(part.get("text"), str)
                                                  and _known(part["text"]) is not None)]
+        if len(kept) == len(content):  # recognised by a header: the whole message is the prompt
+            kept = []
     rest = messages[:turn.prompt_index] + messages[turn.prompt_index + 1:]
     if kept:
         rest.insert(turn.prompt_index, dict(message, content=kept))

@@ -160,6 +160,8 @@ class Session:
         else:
             self.context.set_tools(tools)
         context = self.context
+        if handoff:  # the conversation holds ARC's handoff: its view is ARC's (note, catalog)
+            context.state.handed_off = True
         # What the conversation would cost without ARC: a running sum over the messages
         # taken in, each counted once as a chat message of the model's template.
         for message in items.new_messages:

@@ -6,7 +6,16 @@ tokens; answers ended after a few tokens by ``short_answers``), then
     codex exec --json ... -m smol "List the files here."             (a Responses provider)
 
 each with HOME in a scratch folder, and what ARC recorded of their sessions, as JSON on
-stdout. Run by ``tests/test_agent_clis.py`` through ``ray_cluster.isolated_command``, never
+stdout. With ``--compact``, each CLI then compacts twice with its window set small, as a user
+of a local model sets it, and goes on after each:
+
+    claude -p "/compact" --continue; claude -p "Go on." --continue     (twice;
+                                                  CLAUDE_CODE_MAX_CONTEXT_TOKENS=20000)
+    codex exec resume --last "Go on."            (twice; -c model_context_window=9500: its
+                                                  instructions and tools alone are ~8.8k, so it
+                                                  compacts before each turn)
+
+and the observations ARC stored in each session come back too. Run by ``tests/test_agent_clis.py`` through ``ray_cluster.isolated_command``, never
 outside a namespace (the CLIs would try the internet):
 
     unshare -n sh -c 'ip link set lo up && python tests/helpers/cli_round_trip.py DIR'
@@ -16,6 +25,7 @@ import json
 import os
 import subprocess
 import sys
+import urllib.parse
 import urllib.request
 import uuid
 from pathlib import Path
@@ -28,6 +38,7 @@ from arc_vllm.paths import npm_bin_dir  # noqa: E402
 from arc_vllm.serving.local import Server  # noqa: E402
 
 PROMPT = "List the files here."
+PROMPT_MARKERS = ("CONTEXT CHECKPOINT COMPACTION", "CRITICAL: Respond with TEXT ONLY")
 
 
 def get(base: str, path: str):
@@ -35,7 +46,25 @@ def get(base: str, path: str):
         return json.loads(response.read())
 
 
-def run(folder: Path) -> dict:
+def compact_runs(base: str, work: Path, env: dict, claude_id: str, provider: str) -> dict:
+    """Each CLI compacting twice, going on after each (``--compact``)."""
+    claude_env = dict(env, CLAUDE_CODE_MAX_CONTEXT_TOKENS="20000")
+    claude, codex = [], []
+    for _ in range(2):
+        for prompt in ("/compact", "Go on."):
+            done = subprocess.run([str(npm_bin_dir() / "claude"), "-p", prompt, "--model", "smol", "--continue"],
+                                  env=claude_env, cwd=work, capture_output=True, text=True, timeout=600)
+            claude.append({"prompt": prompt, "rc": done.returncode, "stdout": done.stdout[-1000:],
+                           "stderr": done.stderr[-1000:]})
+        done = subprocess.run([str(npm_bin_dir() / "codex"), "exec", "--json", "--skip-git-repo-check",
+                               "-c", "model_provider=local", "-c", provider, "-c", "model_context_window=9500",
+                               "-m", "smol", "resume", "--last", "Go on."],
+                              env=env, cwd=work, capture_output=True, text=True, timeout=600)
+        codex.append({"rc": done.returncode, "stdout": done.stdout[-3000:], "stderr": done.stderr[-2000:]})
+    return {"claude_compact": claude, "codex_compact": codex}
+
+
+def run(folder: Path, compact: bool = False) -> dict:
     server = Server(str(prepare_tiny()), folder / "server.log", "--served-model-name", "smol",
                     "--logits-processors", "tests.helpers.short_answers:ShortAnswers",
                     max_model_len=32768, env={"PYTHONPATH": str(REPO)}).wait()
@@ -57,10 +86,16 @@ def run(folder: Path) -> dict:
                                env=env, cwd=work, capture_output=True, text=True, timeout=600)
         threads = [event.get("thread_id") for event in map(json.loads, filter(str.strip, codex.stdout.splitlines()))
                    if event.get("type") == "thread.started"]
+        extra = compact_runs(server.base, work, env, claude_id, provider) if compact else {}
         sessions = get(server.base, "/v1/arc/sessions")["sessions"]
         for session in sessions:
             session["records"] = get(server.base, f"/v1/arc/sessions/{session['id']}/requests")
-        return {"claude": {"rc": claude.returncode, "stdout": claude.stdout[-2000:], "stderr": claude.stderr[-2000:],
+            if compact:  # the view now, and any stored text holding a client's compaction prompt
+                session["view"] = get(server.base, f"/v1/arc/sessions/{session['id']}/view")
+                session["prompt_hits"] = sum(len(get(server.base, f"/v1/arc/sessions/{session['id']}/search?q="
+                                                     + urllib.parse.quote(marker))["results"])
+                                             for marker in PROMPT_MARKERS)
+        return {**extra, "claude": {"rc": claude.returncode, "stdout": claude.stdout[-2000:], "stderr": claude.stderr[-2000:],
                            "session_id": claude_id},
                 "codex": {"rc": codex.returncode, "stdout": codex.stdout[-4000:], "stderr": codex.stderr[-2000:],
                           "thread_id": threads[0] if threads else None},
@@ -70,4 +105,4 @@ def run(folder: Path) -> dict:
 
 
 if __name__ == "__main__":
-    print(json.dumps(run(Path(sys.argv[1]))))
+    print(json.dumps(run(Path(sys.argv[1]), "--compact" in sys.argv[2:])))

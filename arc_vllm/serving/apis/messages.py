@@ -100,7 +100,7 @@ class MessagesAPI(ConversationAPI):
 
         arc = response.pop("arc")
         ask = translation.ask
-        if ask is not None and ask.alone:  # paused after compaction: the block, no model call
+        if ask is not None and ask.item_only:  # paused after compaction: the block, no model call
             message = handler_of(app).messages_full_converter(ChatCompletionResponse.model_validate(
                 dict(response, usage={"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0})))
             answer = dict(message.model_dump(exclude_none=True), content=[compaction_block(ask)],
@@ -108,7 +108,7 @@ class MessagesAPI(ConversationAPI):
         else:
             message = handler_of(app).messages_full_converter(ChatCompletionResponse.model_validate(response))
             answer = message.model_dump(exclude_none=True)
-            if ask is not None and ask.compacted:
+            if ask is not None and ask.as_item:
                 answer["content"] = [compaction_block(ask), *answer.get("content", [])]
         if ask is not None:
             answer["context_management"] = {"applied_edits": ask.applied}
@@ -133,7 +133,7 @@ class MessagesAPI(ConversationAPI):
                 yield event
 
         ask = translation.ask
-        led = ask is not None and ask.compacted  # a compaction block at index 0, the answer after it
+        led = ask is not None and ask.as_item  # a compaction block at index 0, the answer after it
         async for event in handler_of(app).message_stream_converter(chunks()):
             kind, data = parse_event(event)
             if kind == "message_start" and led:
@@ -141,7 +141,7 @@ class MessagesAPI(ConversationAPI):
                 for block_event in block_events(compaction_block(ask)):
                     yield block_event
                 continue
-            if ask is not None and ask.alone and kind in ("content_block_start", "content_block_delta",
+            if ask is not None and ask.item_only and kind in ("content_block_start", "content_block_delta",
                                                           "content_block_stop"):
                 continue  # a compaction alone: the block is the answer
             if led and kind.startswith("content_block_"):
@@ -151,7 +151,7 @@ class MessagesAPI(ConversationAPI):
                     data["arc"] = seen["arc"]
                 if ask is not None:
                     data["context_management"] = {"applied_edits": ask.applied}
-                    if ask.alone:
+                    if ask.item_only:
                         data["delta"]["stop_reason"] = "compaction"
                         data["usage"] = dict(data.get("usage") or {}, input_tokens=0, output_tokens=0)
             if data is not None and (led or kind == "message_delta"):

@@ -132,7 +132,7 @@ def ask_of(edits: dict, handles, caller: str, handle) -> CompactionAsk | None:
 
 def apply_edit(kind: str, settings: dict, context, input_tokens: int) -> dict | None:
     """Apply one clearing edit to ``context`` once its trigger is passed; its
-    ``applied_edits`` entry (None: not triggered)."""
+    ``applied_edits`` entry (None: not triggered, or nothing left to clear)."""
     if kind == CLEAR_TOOL_USES:
         uses = sum(1 for turn in context.turns if turn.call is not None)
         reached = uses if settings["trigger_kind"] == "tool_uses" else input_tokens
@@ -140,9 +140,9 @@ def apply_edit(kind: str, settings: dict, context, input_tokens: int) -> dict | 
             return None
         cleared, tokens = context.clear_tool_results(settings["keep"], settings["exclude"], settings["inputs"],
                                                      at_least_tokens=settings["at_least"])
-        return {"type": CLEAR_TOOL_USES, "cleared_tool_uses": cleared, "cleared_input_tokens": tokens}
+        return {"type": CLEAR_TOOL_USES, "cleared_tool_uses": cleared, "cleared_input_tokens": tokens} if cleared else None
     cleared, tokens = context.clear_thinking(settings["keep"])
-    return {"type": CLEAR_THINKING, "cleared_thinking_turns": cleared, "cleared_input_tokens": tokens}
+    return {"type": CLEAR_THINKING, "cleared_thinking_turns": cleared, "cleared_input_tokens": tokens} if cleared else None
 
 
 def compaction_block(ask: CompactionAsk) -> dict:

@@ -193,7 +193,7 @@ class ResponsesAPI(ConversationAPI):
 
     def answer(self, translation: Translation, response: dict, app) -> dict:
         ask = translation.ask
-        if ask is not None and ask.alone:
+        if ask is not None and ask.item_only:
             if self.compacts:
                 return compacted_response(translation, response)
             arc = response.pop("arc")
@@ -206,7 +206,7 @@ class ResponsesAPI(ConversationAPI):
         [choice] = response["choices"]
         message = choice["message"]
         output = output_items(message, translation.request.tools)
-        if ask is not None and ask.compacted:  # a threshold passed: the item leads the output
+        if ask is not None and ask.as_item:  # a threshold passed: the item leads the output
             output = [compaction_item(ask), *output]
         final = self.response(translation, app, output=output, usage=usage_of(response.get("usage")),
                               status="incomplete" if choice.get("finish_reason") == "length" else "completed",
@@ -227,13 +227,13 @@ class ResponsesAPI(ConversationAPI):
                                                                         split_delta)
 
         request, ask = translation.request, translation.ask
-        led = [compaction_item(ask)] if ask is not None and ask.compacted else []
+        led = [compaction_item(ask)] if ask is not None and ask.as_item else []
         processor = SimpleStreamingEventProcessor(tools=request.tools)
-        processor.state.current_output_index = len(led)  # the answer's items follow the compaction item
+        processor.state.output_index = len(led)  # the answer's items follow the compaction item
         numbered = Numbered()
         model, usage, arc, finish = request.model, None, None, None
         started = False
-        answered = not (ask is not None and ask.alone)  # a compaction alone: its item is the output
+        answered = not (ask is not None and ask.item_only)  # a compaction alone: its item is the output
         async for block in events:
             payload = block[6:].strip() if block.startswith("data: ") else ""
             if not payload or payload == "[DONE]":
