@@ -5,6 +5,11 @@ into ``$ARC_VLLM_CACHE/npm``), through ARC:
   ``@openai/codex`` (``codex exec`` with a Responses provider, streamed) each complete a
   round trip, inside a loopback-only network namespace with the server in it
   (``tests/helpers/cli_round_trip.py``), and ARC records the session under the client's own id;
+- then each compacts twice on its own, its window set small as a local model's user sets it
+  (``claude -p /compact --continue``; ``codex exec resume`` with ``model_context_window``):
+  ARC answers each compaction turn from the store (0 tokens decoded, no engine call), Claude
+  Code sends no retry, the prompt is never archived, and the next requests continue the same
+  session with ARC's view (its note and catalog);
 - their first request bodies, recorded from those versions (``tests/fixtures/clients/``,
   ``record.py`` beside them), grown turn by turn with tool results past the 32k window: every
   view within the budget, one session under the client's id, every observation back exactly.
@@ -45,7 +50,8 @@ def needs_clis():
 def round_trips(tmp_path_factory):
     needs_clis()
     folder = tmp_path_factory.mktemp("clis")
-    done = subprocess.run(isolated_command([sys.executable, str(REPO / "tests/helpers/cli_round_trip.py"), str(folder)]),
+    done = subprocess.run(isolated_command([sys.executable, str(REPO / "tests/helpers/cli_round_trip.py"), str(folder),
+                                            "--compact"]),
                           capture_output=True, text=True, timeout=1500)
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout)
@@ -69,6 +75,31 @@ def test_codex_completes_a_round_trip_through_arc(round_trips):
     assert records and {record["api"] for record in records} == {"responses"}
     assert all(record["stream"] and record["view_tokens"] <= record["budget_tokens"] for record in records)
     assert records[0]["conversation_tokens"] > 6000
+
+
+def session_of_client(round_trips, client_id: str) -> dict:
+    [session] = [s for s in round_trips["sessions"] if s["client_id"] == client_id]
+    return session
+
+
+@pytest.mark.parametrize("cli", ["claude", "codex"])
+def test_the_clis_own_compactions_are_answered_by_arc_and_lose_nothing(round_trips, cli):
+    runs = round_trips[f"{cli}_compact"]
+    assert all(run["rc"] == 0 for run in runs), runs
+    key = "session_id" if cli == "claude" else "thread_id"
+    session = session_of_client(round_trips, round_trips[cli][key])
+    records = session["records"]
+    turns = [record for record in records if record.get("handoff") == "turn"]
+    # Two compactions, each ARC's: no engine call, nothing decoded; no retry (Claude Code
+    # asks again when an answer has no <summary>): one compaction request per /compact.
+    assert len(turns) == 2 and session["handoffs"] == 2
+    assert all(record["engine_calls"] == 0 for record in turns)
+    assert session["prompt_hits"] == 0  # the compaction prompt was never archived
+    # Each compaction is followed by a request of the same session, on ARC's view.
+    after = [records[index + 1] for index, record in enumerate(records[:-1]) if record.get("handoff") == "turn"]
+    assert len(after) == 2 and all(record["engine_calls"] >= 1 and record.get("handoff") is None for record in after)
+    assert session["view"]["compacted"] and session["view"]["tokens"] <= session["view"]["budget_tokens"]
+    assert all(record["view_tokens"] <= record["budget_tokens"] for record in records)
 
 
 @pytest.fixture(scope="module")

@@ -20,7 +20,7 @@ import anthropic
 import pytest
 from openai import APIStatusError, OpenAI
 
-from tests.test_agent_apis import call, log, model_of
+from tests.test_agent_apis import call, log, model_of, visible_id
 
 pytestmark = pytest.mark.slow
 CODEX_PROMPT = ("You are performing a CONTEXT CHECKPOINT COMPACTION. Create a handoff summary for another LLM "
@@ -56,7 +56,7 @@ def test_a_codex_compaction_turn_is_answered_from_the_store_and_the_session_goes
         messages += [{"role": "assistant", "content": "", "tool_calls": [
                          {"id": f"c{index}", "type": "function",
                           "function": {"name": "cat", "arguments": json.dumps({"path": f"f{index}.log"})}}]},
-                     {"role": "tool", "tool_call_id": f"c{index}", "content": log(index)}]
+                     {"role": "tool", "tool_call_id": f"c{index}", "content": log(index, 30)}]
     status, first, _ = call(arc_server.base, "POST", "/v1/chat/completions",
                             {"model": model, "messages": messages, "max_tokens": 4, "tools": tools})
     sid = first["arc"]["session"]
@@ -77,7 +77,17 @@ def test_a_codex_compaction_turn_is_answered_from_the_store_and_the_session_goes
     assert status == 200 and after["arc"]["session"] == sid
     view = call(arc_server.base, "GET", f"/v1/arc/sessions/{sid}/view")[1]
     assert view["compacted"] and view["tokens"] <= view["budget_tokens"]
-    assert all_stored(arc_server, sid, 6, 120)
+    assert all_stored(arc_server, sid, 6, 30)
+    # Every observation comes back exactly through the model-facing command, from the view
+    # after the compaction (the model is made to say it: structured outputs).
+    for index in range(6):
+        id = visible_id("cat(" + json.dumps({"path": f"f{index}.log"}) + ")", log(index, 30))
+        recalled = call(arc_server.base, "POST", "/v1/chat/completions", {
+            "model": model, "messages": rewritten, "max_tokens": 16, "tools": tools,
+            "structured_outputs": {"choice": [f"_recall §{id}"]}, "vllm_xargs": {"arc_debug": 1}})[1]
+        assert recalled["arc"]["session"] == sid and recalled["arc"]["recalls"] >= 1
+        later = "\n".join(message["content"] or "" for message in recalled["arc"]["views"][1])
+        assert log(index, 30) in later
     # Streamed, a second compaction: the same answer's form, no engine call.
     events = call(arc_server.base, "POST", "/v1/chat/completions",
                   {"model": model, "messages": rewritten + [{"role": "user", "content": CODEX_PROMPT}],

@@ -61,7 +61,21 @@ def compact_runs(base: str, work: Path, env: dict, claude_id: str, provider: str
                                "-m", "smol", "resume", "--last", "Go on."],
                               env=env, cwd=work, capture_output=True, text=True, timeout=600)
         codex.append({"rc": done.returncode, "stdout": done.stdout[-3000:], "stderr": done.stderr[-2000:]})
-    return {"claude_compact": claude, "codex_compact": codex}
+    # A provider named "OpenAI": Codex compacts remotely (a compaction_trigger item, then the
+    # compaction item in its history), a new thread, then resumed twice.
+    remote = (f'model_providers.remote={{name="OpenAI",base_url="{base}/v1",'
+              'env_key="OPENAI_API_KEY",wire_api="responses"}')
+    codex_remote = []
+    for arguments in ([PROMPT], ["resume", "--last", "Go on."], ["resume", "--last", "Go on."]):
+        done = subprocess.run([str(npm_bin_dir() / "codex"), "exec", "--json", "--skip-git-repo-check",
+                               "-c", "model_provider=remote", "-c", remote, "-c", "model_context_window=9500",
+                               "-m", "smol", *arguments],
+                              env=env, cwd=work, capture_output=True, text=True, timeout=600)
+        codex_remote.append({"rc": done.returncode, "stdout": done.stdout[-3000:], "stderr": done.stderr[-2000:],
+                             "thread_id": next((event.get("thread_id") for event in map(
+                                 json.loads, filter(str.strip, done.stdout.splitlines()))
+                                 if event.get("type") == "thread.started"), None)})
+    return {"claude_compact": claude, "codex_compact": codex, "codex_remote": codex_remote}
 
 
 def run(folder: Path, compact: bool = False) -> dict:
