@@ -5,6 +5,8 @@ into ``$ARC_VLLM_CACHE/npm``), through ARC:
   ``@openai/codex`` (``codex exec`` with a Responses provider, streamed) each complete a
   round trip, inside a loopback-only network namespace with the server in it
   (``tests/helpers/cli_round_trip.py``), and ARC records the session under the client's own id;
+- Codex with a provider named "OpenAI" compacts remotely (``compaction_trigger``), answered
+  with ARC's compaction item, which continues the session;
 - then each compacts twice on its own, its window set small as a local model's user sets it
   (``claude -p /compact --continue``; ``codex exec resume`` with ``model_context_window``):
   ARC answers each compaction turn from the store (0 tokens decoded, no engine call), Claude
@@ -99,6 +101,21 @@ def test_the_clis_own_compactions_are_answered_by_arc_and_lose_nothing(round_tri
     after = [records[index + 1] for index, record in enumerate(records[:-1]) if record.get("handoff") == "turn"]
     assert len(after) == 2 and all(record["engine_calls"] >= 1 and record.get("handoff") is None for record in after)
     assert session["view"]["compacted"] and session["view"]["tokens"] <= session["view"]["budget_tokens"]
+    assert all(record["view_tokens"] <= record["budget_tokens"] for record in records)
+
+
+def test_codexs_remote_compaction_is_answered_with_arcs_item_and_continues_the_session(round_trips):
+    """A provider named "OpenAI": Codex compacts remotely (a compaction_trigger item), keeps
+    the compaction item, and sends it with what is new: ARC answers with its handle, with no
+    engine call, and expands the history before it from the store."""
+    runs = round_trips["codex_remote"]
+    assert all(run["rc"] == 0 for run in runs), runs
+    session = session_of_client(round_trips, runs[0]["thread_id"])
+    records = session["records"]
+    triggers = [index for index, record in enumerate(records) if record.get("handoff") == "trigger"]
+    assert len(triggers) == 2 and all(records[index]["engine_calls"] == 0 for index in triggers)
+    assert all(records[index + 1]["engine_calls"] >= 1 for index in triggers)
+    assert session["rebases"] == 0  # the item continued the session: nothing rewritten, nothing lost
     assert all(record["view_tokens"] <= record["budget_tokens"] for record in records)
 
 

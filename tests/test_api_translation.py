@@ -200,3 +200,52 @@ def test_a_streamed_command_is_served_inside_and_never_reaches_the_client(smol, 
         assert [item["sequence_number"] for item in data] == list(range(len(data)))
         arc = data[-1]["response"]["arc"]
     assert arc["session"] == session.id
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_model_mode_the_model_writes_the_summary_from_arcs_view_and_arc_appends_its_stubs(smol, stream):
+    """``--arc-client-compaction model``: Claude Code's summary turn reaches the engine as ARC's
+    bounded view with the client's prompt after it (the prompt never archived); the answer is
+    the model's text, then ARC's stubs, recall line and handle."""
+    from arc_vllm.serving.compaction import client_turn
+
+    manager = SessionManager(smol, WINDOW, {})
+    session, app = manager.create(), app_with(manager)
+    engine = Engine(["<analysis>a</analysis><summary>the model's summary</summary>"] * 2)
+    messages = [{"role": "user", "content": "Read everything."}]
+    for index in range(8):
+        messages += [{"role": "assistant", "content": [{"type": "tool_use", "id": f"t{index}", "name": "cat",
+                                                        "input": {"n": index}}]},
+                     {"role": "user", "content": [{"type": "tool_result", "tool_use_id": f"t{index}",
+                                                   "content": make_text(index, 3000)}]}]
+    prompt = ("CRITICAL: Respond with TEXT ONLY. Do NOT call any tools.\n\nYour entire response must be plain text: "
+              "an <analysis> block followed by a <summary> block.")
+    body = {"model": "m", "max_tokens": 64, "stream": stream, "messages": messages + [{"role": "user", "content": prompt}],
+            "tools": [{"name": "cat", "input_schema": {"type": "object"}}]}
+
+    async def run():
+        api = MessagesAPI()
+        translation = await api.translate(body, app, {})
+        translation.ask = client_turn("model", app.state.arc_handles, {}, body, translation, "caller")
+        api.bind(translation, session)
+        if not stream:
+            result = await complete(translation.chat, session, engine, None, ChatCompletionRequest,
+                                    api=api.name, ask=translation.ask)
+            return "".join(block.get("text", "") for block in api.answer(translation, result, app)["content"])
+        events = await open_stream(translation.chat, session, engine, None, ChatCompletionRequest, api=api.name,
+                                   ask=translation.ask)
+        text = ""
+        async for event in api.stream(translation, events, app):
+            data = json.loads(event.partition("data: ")[2])
+            text += (data.get("delta") or {}).get("text") or ""
+        return text
+
+    text = asyncio.run(run())
+    assert text.startswith("<analysis>a</analysis><summary>the model's summary</summary>\n\n[ARC handoff")
+    assert "[ARC handle arc1." in text and "_recall §" in text
+    [request] = engine.requests
+    sent = request.messages
+    assert sent[-1]["content"] == prompt  # the client's prompt, after ARC's bounded view
+    assert smol.count_messages(sent[:-1]) <= session.config.input_budget_tokens
+    assert all(prompt not in session.store.get(id).content for id in session.store.ids())
+    assert len(session.store) == 8 and session.num_handoffs == 1

@@ -71,6 +71,28 @@ def write_handoff(context, *, budget_tokens: int, handle: str = "") -> Handoff:
         room -= tokens - budget_tokens + 8  # the pieces were estimates: the whole is the arbiter
 
 
+def write_appendix(context, *, budget_tokens: int, handle: str = "") -> Handoff:
+    """What ARC appends to a summary the model wrote (``--arc-client-compaction model``): the
+    stubs of the stored observations (the catalog's order) as many as fit, how to page to the
+    rest, how to recall, and the handle; at most ``budget_tokens`` tokens."""
+    count = context.counter.count
+    observations = len(context.store)
+    head = formats.handoff_header(observations)
+    foot = formats.handoff_recall(observations) + (f"\n{formats.handoff_handle(handle)}" if handle else "")
+    room = budget_tokens - count(head) - count(foot) - 16
+    if room < 0:
+        raise ValueError(f"handoff_tokens={budget_tokens} leaves no room beside the handle and the recall line")
+    while True:
+        catalog = _catalog(context, set(), room)
+        listed = {id for id in context.store.ids() if f"§{id}" in catalog}
+        text = "\n\n".join(part for part in (head, f"{formats.HANDOFF_SECTIONS['catalog']}\n{catalog}"
+                                              if catalog else "", foot) if part)
+        tokens = count(text)
+        if tokens <= budget_tokens:
+            return Handoff(text, tokens, frozenset(listed), observations)
+        room -= tokens - budget_tokens + 8
+
+
 def _parts(context, room: int) -> tuple[list[str], set[str]]:
     count = context.counter.count
     turns = context.turns

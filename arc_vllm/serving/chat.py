@@ -157,6 +157,8 @@ class ChatStep:
         self.compactions, self.recalls = context.num_compactions, context.recall.num_recalls
         if self.ask is not None:
             self.ask.run(self)
+        # ``model`` mode: the client's summary prompt, after ARC's view (never archived).
+        self.asking = [self.ask.model_prompt] if self.ask is not None and self.ask.model_prompt else []
         xargs = dict(self.body.get("vllm_xargs") or {})
         # vllm_xargs.arc_debug: return each view sent to the engine (for tests and debugging).
         self.debug = bool(xargs.pop("arc_debug", False))
@@ -205,7 +207,7 @@ class ChatStep:
                 continuous = bool((self.body.get("stream_options") or {}).get("continuous_usage_stats"))
                 fields["stream_options"] = {"include_usage": True, "continuous_usage_stats": continuous}
             result = await self.serving.create_chat_completion(
-                engine_request(self.request_class, **fields, messages=view.messages), self.raw_request)
+                engine_request(self.request_class, **fields, messages=view.messages + self.asking), self.raw_request)
             if hasattr(result, "choices") or hasattr(result, "__aiter__"):
                 return result
             if is_context_length_error(result) and loop.retries < MAX_REACTIVE_RETRIES:
@@ -219,7 +221,8 @@ class ChatStep:
     def next_view(self):
         """The view the next engine call gets (compacting if it must), leaving the asked room."""
         context = self.context
-        context.set_answer_room(self.asked or 0)
+        # A client's summary prompt the model answers (``model`` mode) follows the view: its room too.
+        context.set_answer_room((self.asked or 0) + (context.sizer.messages(self.asking) if self.asking else 0))
         view = context.render()
         if context.has_acted and not self.arc_tools and self.body.get("tools"):
             if self.offer_arc_tools():  # this view compacted: from now on ARC's tools too
@@ -351,6 +354,10 @@ async def complete(body: dict, session, serving, raw_request, request_class, kv_
             raise
         response = result.model_dump(exclude_none=True)
         strip_arc_calls(response)
+        if appendix := compaction.appended(ask):  # the model's summary, then ARC's stubs and handle
+            message = response["choices"][0].setdefault("message", {})
+            message["content"] = (message.get("content") or "") + appendix
+            ask.decoded_tokens = (response.get("usage") or {}).get("completion_tokens") or 0
         response["arc"] = step.end(answer_of(response["choices"][0].get("message") or {}))
         return response
 

@@ -138,6 +138,10 @@ async def relay(step: ChatStep, events, include_usage: bool, continuous_usage: b
             rest = held.finish()
             if rest:
                 yield sse({**base, "choices": [{"index": 0, "delta": rest, "finish_reason": None}]})
+            if appendix := compaction.appended(step.ask):  # the model's summary, then ARC's stubs and handle
+                generation.add({"content": appendix})
+                step.ask.decoded_tokens = (generation.usage or {}).get("completion_tokens") or 0
+                yield sse({**base, "choices": [{"index": 0, "delta": {"content": appendix}, "finish_reason": None}]})
             finish = generation.finish_reason
             if finish == "tool_calls" and held.num_client_calls == client_calls:
                 finish = "stop"  # only ARC's calls were made, and the client saw none of them

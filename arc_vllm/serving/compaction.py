@@ -28,16 +28,17 @@ import secrets
 import time
 from dataclasses import dataclass, field
 
-from arc_vllm.core.handoff import Handoff, write_handoff
+from arc_vllm.core.handoff import Handoff, write_appendix, write_handoff
 from arc_vllm.serving.compaction_handle import Handle, Handles, caller_tag
-from arc_vllm.serving.compaction_turns import BadMarker, CompactionTurn, answer_text, recognise, without_prompt
+from arc_vllm.serving.compaction_turns import (BadMarker, CompactionTurn, answer_text, prompt_of, recognise,
+                                              without_prompt)
 from arc_vllm.serving.sessions import SessionError
 
 TURN, TRIGGER, THRESHOLD = "turn", "trigger", "threshold"
 EDITS = "edits"  # context edits only (Anthropic's clear_tool_uses / clear_thinking): no compaction
 # --arc-client-compaction: who answers a client's own summary turn
-ARC_MODE, PASS_MODE = "arc", "pass"
-CLIENT_COMPACTION_MODES = (ARC_MODE, PASS_MODE)
+ARC_MODE, MODEL_MODE, PASS_MODE = "arc", "model", "pass"
+CLIENT_COMPACTION_MODES = (ARC_MODE, MODEL_MODE, PASS_MODE)
 
 
 @dataclass
@@ -52,12 +53,16 @@ class CompactionAsk:
     # Context edits, each ``(context, input_tokens) -> applied entry or None``, run first:
     edits: list = field(default_factory=list)
     instructions: str | None = None  # a client's instructions for the summary (kept in the record)
+    # ``--arc-client-compaction model``: the client's prompt, answered by the model from ARC's
+    # view; ARC appends its stubs, recall line and handle (``write_appendix``) to the answer.
+    model_prompt: dict | None = None
     # Set by ``run``:
     handoff: Handoff | None = None
     handle: str | None = None
     input_tokens: int = 0           # the conversation as the client holds it
     ms: float = 0.0
     applied: list = field(default_factory=list)  # the context edits applied
+    decoded_tokens: int = 0         # ``model`` mode: what the model wrote
 
     @property
     def compacted(self) -> bool:
@@ -66,7 +71,7 @@ class CompactionAsk:
     @property
     def alone(self) -> bool:
         """Answered with the compaction only: no engine call."""
-        return self.compacted and (self.kind != THRESHOLD or self.pause)
+        return self.compacted and (self.kind != THRESHOLD or self.pause) and self.model_prompt is None
 
     @property
     def as_item(self) -> bool:
@@ -94,8 +99,8 @@ class CompactionAsk:
         handle = Handle(session.id, len(session.fingerprints), session.num_rebases, caller_tag(self.caller),
                         step.before_tokens)
         self.handle = self.handles.issue(handle)
-        self.handoff = write_handoff(context, budget_tokens=context.config.handoff_budget_tokens,
-                                     handle=self.handle)
+        write = write_appendix if self.model_prompt is not None else write_handoff
+        self.handoff = write(context, budget_tokens=context.config.handoff_budget_tokens, handle=self.handle)
         session.handoff_tokens = self.handoff.tokens
         session.num_handoffs += 1
         self.ms = (time.perf_counter() - started) * 1000
@@ -107,7 +112,8 @@ class CompactionAsk:
     def record(self) -> dict:
         """What ARC did, for ``arc.compaction`` (and ``arc.client_compaction`` for a client's turn)."""
         record = {"kind": self.kind, "compacted": self.compacted, "input_tokens": self.input_tokens,
-                  "decoded_tokens": 0, "ms": round(self.ms, 2)}
+                  "decoded_tokens": self.decoded_tokens, "ms": round(self.ms, 2),
+                  "written_by": "model" if self.model_prompt is not None else "arc"}
         if self.turn is not None:
             record.update(client=self.turn.client, form=self.turn.form)
         if self.threshold is not None:
@@ -182,8 +188,16 @@ def client_turn(mode: str, handles: Handles, headers: dict, body: dict, translat
         raise SessionError(str(error)) from None
     if turn is None:
         return None
+    prompt = prompt_of(translation.chat["messages"], turn) if mode == MODEL_MODE else None
     translation.chat["messages"] = without_prompt(translation.chat["messages"], turn)
-    return CompactionAsk(TURN, handles, caller, turn=turn, since=translation.handle)
+    return CompactionAsk(TURN, handles, caller, turn=turn, since=translation.handle, model_prompt=prompt)
+
+
+def appended(ask: CompactionAsk | None) -> str:
+    """What ARC adds to the model's answer (``model`` mode: stubs, recall line, handle)."""
+    if ask is None or ask.model_prompt is None or not ask.compacted:
+        return ""
+    return "\n\n" + ask.handoff.text
 
 
 def response(step, model: str) -> dict:

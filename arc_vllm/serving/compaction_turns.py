@@ -132,6 +132,19 @@ def without_prompt(messages: list[dict], turn: CompactionTurn) -> list[dict]:
     return rest
 
 
+# The prompt ``--arc-client-compaction model`` asks the model with where a marked request
+# carried none of its own.
+DEFAULT_PROMPT = ("Summarise the conversation so far for another model that will continue the task: the goal, "
+                  "what was done and found, what remains. Refer to stored observations by their §id.")
+
+
+def prompt_of(messages: list[dict], turn: CompactionTurn) -> dict:
+    """The client's compaction prompt as a message (the model answers it in ``model`` mode)."""
+    if turn.prompt_index is None:
+        return {"role": "user", "content": DEFAULT_PROMPT}
+    return dict(messages[turn.prompt_index])
+
+
 def answer_text(turn: CompactionTurn, handoff: str) -> str:
     """ARC's handoff in the form the client expects, so it takes it at once (Claude Code
     asks again when an answer has no ``<summary>``)."""

@@ -208,10 +208,12 @@ def add_arc_arguments(parser) -> None:
                        help="with --arc-kv-reuse: recompute the first N tokens of each reused run "
                             "(0: reuse all; default by the engine's dtype: 192 in float32, 256 in "
                             "bfloat16/float16, where reuse's quality matches recomputation's)")
-    group.add_argument("--arc-client-compaction", choices=("arc", "pass"), default="arc",
+    group.add_argument("--arc-client-compaction", choices=("arc", "model", "pass"), default="arc",
                        help="a client's own compaction turn (Codex's, Claude Code's summary request): "
                             "arc (default) answers it from ARC's store with no model call, nothing "
-                            "lost; pass: the model answers it as any turn (a lossy LLM summary)")
+                            "lost; model: the model writes the summary from ARC's bounded view and "
+                            "ARC appends its stubs, recall line and handle; pass: the model answers it "
+                            "as any turn (a lossy LLM summary, and ARC's store out of the model's reach)")
     group.add_argument("--arc-secret", default=None, metavar="TEXT",
                        help="the key that signs compaction handles (unset: one generated and kept "
                             "in --arc-store-dir/.arc-secret, else one per process)")
