@@ -215,3 +215,11 @@ def all_stored_anthropic(server, sid) -> bool:
     bodies = {call(server.base, "GET", f"/v1/arc/sessions/{sid}/observations/{hit['id']}")[1]
               for hit in call(server.base, "GET", f"/v1/arc/sessions/{sid}/search?q=line%200%3A")[1]["results"]}
     return all(log(index, 40) in bodies for index in range(5))
+
+
+def test_models_say_what_arc_serves(arc_server):
+    [card] = call(arc_server.base, "GET", "/v1/models")[1]["data"]
+    assert card["max_model_len"] == 4096 and card["arc"]["context_window"] == 4096
+    compaction = card["arc"]["compaction"]
+    assert compaction["client_turns"] == "arc" and "POST /v1/responses/compact" in compaction["responses"]
+    assert "compact_20260112" in compaction["anthropic_edits"] and compaction["handoff_tokens"] >= 256

@@ -8,6 +8,9 @@
     GET    /v1/arc/sessions/{sid}/observations/{oid}  a stored observation, exactly
     GET    /v1/arc/sessions/{sid}/catalog?page=N      one catalog page
     GET    /v1/arc/sessions/{sid}/view|timeline|search  read-only looks (``serving.inspector_routes``)
+    GET    /v1/models                                 vLLM's answer, each model with ``arc``: its
+                                                      window, the budgets, and the compaction ARC
+                                                      serves (so clients can configure themselves)
 
 ``attach`` puts ARC's route (``serving/api_route.py``) in front of each of vLLM's own
 conversational routes: POST /v1/chat/completions, /v1/messages (and its count_tokens) and
@@ -113,6 +116,37 @@ async def get_catalog(sid: str, request: Request, page: int = 1):
                 "ids": context.catalog.page_ids(page), "text": context.catalog.render(page)}
 
 
+def capabilities(app) -> dict:
+    """What ARC serves on this server, for ``/v1/models``."""
+    from arc_vllm.serving.apis.messages_compaction import EDIT_TYPES
+
+    config = app.state.arc_sessions.config(None)
+    return {"context_window": config.context_window, "input_budget_tokens": config.input_budget_tokens,
+            "compaction": {"client_turns": getattr(app.state, "arc_client_compaction", "arc"),
+                           "handoff_tokens": config.handoff_budget_tokens,
+                           "responses": ["POST /v1/responses/compact", "context_management: compaction",
+                                         "compaction_trigger"],
+                           "anthropic_edits": list(EDIT_TYPES)}}
+
+
+async def models_with_arc(request: Request):
+    """vLLM's ``GET /v1/models``, each card with what ARC serves."""
+    listed = (await request.app.state.openai_serving_models.show_available_models()).model_dump()
+    arc = capabilities(request.app)
+    for card in listed.get("data") or []:
+        card["arc"] = arc
+    return JSONResponse(listed)
+
+
+def put_models_in_front(app) -> None:
+    from starlette.routing import Route
+
+    for index, route in enumerate(app.router.routes):
+        if getattr(route, "path", None) == "/v1/models" and "GET" in getattr(route, "methods", ()):
+            app.router.routes.insert(index, Route("/v1/models", models_with_arc, methods=["GET"]))
+            return
+
+
 def attach(app) -> None:
     """Put ARC's routes on vLLM's app, and ARC's route in front of each of vLLM's
     conversational ones (chat completions must be there; the others where vLLM serves them)."""
@@ -128,6 +162,7 @@ def attach(app) -> None:
     compact = CompactAPI()
     # Every ARC route raises its errors; each becomes its status here, once, in its API's form.
     ErrorForms([chat, *others, compact], default=chat).install(app)
+    put_models_in_front(app)
     if not put_in_front(app, chat):
         raise RuntimeError("vLLM's app has no POST /v1/chat/completions route to put ARC in front of")
     for api in others:
