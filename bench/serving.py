@@ -34,6 +34,13 @@ each is a module of ``bench/serving_bench/``, this is their command line.
    twice more over a store folder (``--arc-store-dir``), with ``--arc-store-retention S`` and
    without: the folder's size and the sessions it keeps, and the requests' latency.
 
+6. Compaction (``--compaction N``, alone; writes runs/bench/serving_compaction.json): one
+   session grown to N steps (1,600) of a real trajectory's observations on each API, three
+   ways: resent whole, through the client's own compaction turns (answered by ARC), through
+   the providers' compaction APIs (``bench/serving_bench/compaction.py``). Latency, arc_ms and
+   bytes sent at 100, 400 and N steps; compaction time and tokens decoded; observations back
+   exactly at the end.
+
 5. Ray Serve (``--ray-replicas 1,2``, alone; writes runs/bench/serving_ray.json): the same load
    of ARC sessions on plain ``arc-vllm serve`` and through ``arc-vllm serve --ray-replicas N``
    with session-affine and round-robin routing: affinity (the share of a session's requests on
@@ -79,6 +86,8 @@ def options() -> argparse.Namespace:
     parser.add_argument("--churn-cap", type=int, default=50, help="--arc-max-sessions for --churn")
     parser.add_argument("--churn-retention", type=float, default=None, metavar="SECONDS",
                         help="part 4 also over a store folder, with --arc-store-retention SECONDS and without")
+    parser.add_argument("--compaction", type=int, default=0, metavar="N",
+                        help="part 6 alone: one session grown to N steps on each API, three ways")
     parser.add_argument("--ray-replicas", default=None,
                         help="e.g. 1,2: the load through Ray Serve with that many engine replicas "
                              "(affinity and round-robin routing) beside plain arc-vllm serve, only")
@@ -91,6 +100,25 @@ def ray(args, model) -> int:
     out = out_path(args.out, "ray")
     write({"model": TINY, "machine_cpus": os.cpu_count(),
            "ray": ray_load(model, args.sessions, args.turns, args.ray_replicas, out)}, args.out, "ray")
+    return 0
+
+
+def compaction(args, model) -> int:
+    import json
+
+    from bench.serving_bench.compaction import compaction as run
+
+    server = Server(str(model), out_path(args.out, "compaction").with_suffix(".server.log"),
+                    "--max-model-len", str(args.max_model_len), "--served-model-name", "tiny",
+                    in_process_engine=False).wait()
+    try:
+        results = {"model": TINY, "machine_cpus": os.cpu_count(), "window": args.max_model_len,
+                   "steps": args.compaction,
+                   "compaction": run(server.base, "tiny", args.compaction, args.max_model_len)}
+    finally:
+        server.stop()
+    print(json.dumps(results, indent=1))
+    write(results, args.out, "compaction")
     return 0
 
 
@@ -161,6 +189,8 @@ def main() -> int:
         return ray(args, model)
     if args.churn:
         return churn(args, model)
+    if args.compaction:
+        return compaction(args, model)
     if args.streaming_only:
         return streaming(args, model)
     return load_and_prefix(args, model)
