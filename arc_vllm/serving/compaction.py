@@ -1,7 +1,8 @@
 """Compaction on the serving path: what a request asks of it, and its answer when no model call
 is needed. Every compaction a client or a provider's API asks for is ARC's: a handoff written
 from the session's store (``core/handoff.py``) and a handle to the session
-(``serving/compaction_handle.py``); nothing stored is lost and no token is decoded.
+(``serving/compaction_handle.py``); nothing stored is lost and, unless the server asks the
+model (``--arc-client-compaction model``), no token is decoded.
 
     kind        asked by                                                    answered
     turn        a client's own summary turn (Codex, Claude Code:            the handoff as the
@@ -13,6 +14,13 @@ from the session's store (``core/handoff.py``) and a handle to the session
                                                                             answer, once the input
                                                                             passes the threshold
                                                                             (alone when paused)
+    edits       Anthropic ``clear_tool_uses`` / ``clear_thinking`` alone    the answer, with the
+                                                                            edits applied (cleared
+                                                                            results cited)
+
+``--arc-client-compaction``: ``arc`` (default) as above; ``model``: a client's turn goes to the
+engine as ARC's bounded view with the client's prompt after it, and ARC appends its stubs,
+recall line and handle to the model's summary (``appended``); ``pass``: not recognised at all.
 
 The route (``serving/api_route.py``) and the API adapters make a ``CompactionAsk``; the step
 (``serving/chat.py``) runs it once the request's messages are taken in (``run``), so the

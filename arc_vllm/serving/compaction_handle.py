@@ -9,7 +9,7 @@ handle and what is new.
 
     arc1.<payload>.<signature>      payload: base64url JSON {s: session, n: messages it stands
                                     for, g: the session's rewrites then, c: the caller, k: the
-                                    conversation's tokens then, h: the handoff's tokens}
+                                    conversation's tokens then}
                                     signature: HMAC-SHA256 over the payload, 128 bits
 
 The handle is authenticated, not encrypted: it holds no user text, only ids and counts. The
@@ -49,11 +49,9 @@ class Handle:
     generation: int      # the session's rewrites (num_rebases) then
     caller: str          # who compacted (``conversation_keys.caller_of``, shortened)
     tokens: int = 0      # the conversation's size then, as ARC counts it
-    handoff_tokens: int = 0
 
     def _payload(self) -> dict:
-        return {"s": self.session, "n": self.position, "g": self.generation, "c": self.caller,
-                "k": self.tokens, "h": self.handoff_tokens}
+        return {"s": self.session, "n": self.position, "g": self.generation, "c": self.caller, "k": self.tokens}
 
 
 def caller_tag(caller: str) -> str:
@@ -114,8 +112,7 @@ class Handles:
                                "by another server (another --arc-secret or store folder)")
         try:
             data = json.loads(_unb64(payload))
-            return Handle(str(data["s"]), int(data["n"]), int(data["g"]), str(data["c"]),
-                          int(data.get("k", 0)), int(data.get("h", 0)))
+            return Handle(str(data["s"]), int(data["n"]), int(data["g"]), str(data["c"]), int(data.get("k", 0)))
         except (ValueError, KeyError, TypeError):
             raise SessionError(f"{where}: not a compaction handle ARC issued") from None
 

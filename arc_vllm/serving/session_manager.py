@@ -113,7 +113,7 @@ class SessionManager:
                           tools=state.get("tools"), context_state=state.get("context"),
                           caller=state.get("caller"), records=state.get("records"),
                           client_id=state.get("client_id"), num_rebases=state.get("num_rebases", 0),
-                          last_answer=state.get("last_answer"), owner=state.get("owner"),
+                          last_answer=state.get("last_answer"),
                           handoff_tokens=state.get("handoff_tokens", 0),
                           num_handoffs=state.get("num_handoffs", 0))
         session.last_used = (state.get("summary") or {}).get("last_used", session.last_used)

@@ -84,10 +84,9 @@ class Session:
                  full_tokens: int = 0, num_requests: int = 0, tools: list[dict] | None = None,
                  context_state: dict | None = None, caller: str | None = None,
                  records: list[dict] | None = None, client_id: str | None = None,
-                 num_rebases: int = 0, last_answer: dict | None = None, owner: str | None = None,
+                 num_rebases: int = 0, last_answer: dict | None = None,
                  handoff_tokens: int = 0, num_handoffs: int = 0):
         self.id = id
-        self.owner = owner  # who created it (``conversation_keys.caller_of``); None: not recorded
         self.handoff_tokens = handoff_tokens  # ARC's last handoff of it, as a client keeps it
         self.num_handoffs = num_handoffs  # compactions answered from its store
         # One record per ARC request (serving/chat.py ChatStep.end), the last MAX_RECORDS.
@@ -199,7 +198,7 @@ class Session:
                  "tools": self.context.tools if self.context else None,
                  "full_tokens": self.full_tokens, "num_requests": self.num_requests,
                  "caller": self.caller, "client_id": self.client_id, "num_rebases": self.num_rebases,
-                 "owner": self.owner, "handoff_tokens": self.handoff_tokens, "num_handoffs": self.num_handoffs,
+                 "handoff_tokens": self.handoff_tokens, "num_handoffs": self.num_handoffs,
                  "last_answer": self.last_answer,
                  "records": list(self.records), "summary": self.summary(),
                  "context": snapshot(self.context) if self.context else None}
