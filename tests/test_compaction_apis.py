@@ -15,6 +15,7 @@ against a real server on the tiny model (4,096 tokens):
 """
 
 import json
+import re
 
 import anthropic
 import pytest
@@ -88,6 +89,14 @@ def test_a_codex_compaction_turn_is_answered_from_the_store_and_the_session_goes
         assert recalled["arc"]["session"] == sid and recalled["arc"]["recalls"] >= 1
         later = "\n".join(message["content"] or "" for message in recalled["arc"]["views"][1])
         assert log(index, 30) in later
+    # ...and as a tool call (the hermes form the server parses), answered by a tool message.
+    call_text = f'<tool_call>\n{{"name": "_recall", "arguments": {{"id": "§{id}"}}}}\n</tool_call>'
+    recalled = call(arc_server.base, "POST", "/v1/chat/completions", {
+        "model": model, "messages": rewritten, "max_tokens": 100, "tools": tools,
+        "structured_outputs": {"regex": re.escape(call_text)}, "vllm_xargs": {"arc_debug": 1}})[1]
+    assert recalled["arc"]["recalls"] >= 1 and not recalled["choices"][0]["message"].get("tool_calls")
+    tool_results = [message for message in recalled["arc"]["views"][1] if message["role"] == "tool"]
+    assert any(message["content"] == log(5, 30) or log(5, 30) in message["content"] for message in tool_results)
     # Streamed, a second compaction: the same answer's form, no engine call.
     events = call(arc_server.base, "POST", "/v1/chat/completions",
                   {"model": model, "messages": rewritten + [{"role": "user", "content": CODEX_PROMPT}],
@@ -223,3 +232,50 @@ def test_models_say_what_arc_serves(arc_server):
     compaction = card["arc"]["compaction"]
     assert compaction["client_turns"] == "arc" and "POST /v1/responses/compact" in compaction["responses"]
     assert "compact_20260112" in compaction["anthropic_edits"] and compaction["handoff_tokens"] >= 256
+
+
+def test_litellm_compact_responses_and_a_handle_of_a_session_gone(arc_server):
+    import litellm
+
+    model = model_of(arc_server)
+    items = [{"role": "user", "content": "Read with litellm."}, *responses_turn(0), *responses_turn(1)]
+    compacted = litellm.compact_responses(input=items, model=f"openai/{model}", api_base=arc_server.base + "/v1",
+                                          api_key="caller-litellm")
+    output = [item if isinstance(item, dict) else item.model_dump() for item in compacted.output]
+    assert output[-1]["type"] == "compaction" and output[-1]["encrypted_content"].startswith("arc1.")
+    # A handle whose session is gone (ended, or removed by retention): a 404 that says so.
+    key = {"Authorization": "Bearer caller-gone"}
+    items = [{"role": "user", "content": "Read, then end."}, *responses_turn(0)]
+    status, answer, _ = call(arc_server.base, "POST", "/v1/responses/compact", {"model": model, "input": items}, key)
+    assert status == 200
+    assert call(arc_server.base, "DELETE", f"/v1/arc/sessions/{answer['arc']['session']}")[0] == 200
+    status, error, _ = call(arc_server.base, "POST", "/v1/responses", {
+        "model": model, "max_output_tokens": 4, "input": [answer["output"][-1], {"role": "user", "content": "x"}]}, key)
+    assert status == 404 and "no longer held" in error["error"]["message"]
+
+
+def test_anthropic_compaction_in_a_tool_loop_three_windows_long(arc_server):
+    client = anthropic.Anthropic(base_url=arc_server.base, api_key="caller-loop", max_retries=0)
+    model = model_of(arc_server)
+    edits = {"edits": [{"type": "compact_20260112", "trigger": {"type": "input_tokens", "value": 2500}}]}
+    messages, sid, sizes, compactions = [{"role": "user", "content": "Read the logs in a loop."}], None, [], 0
+    for index in range(12):  # about three 4,096-token windows of observations
+        messages += [{"role": "assistant", "content": [{"type": "tool_use", "id": f"t{index}", "name": "cat",
+                                                        "input": {"path": f"f{index}"}}]},
+                     {"role": "user", "content": [{"type": "tool_result", "tool_use_id": f"t{index}",
+                                                   "content": log(index, 60)}]}]
+        sizes.append(len(json.dumps(messages)))
+        answer = client.beta.messages.create(model=model, max_tokens=4, messages=messages, tools=A_TOOLS,
+                                             betas=["compact-2026-01-12"], context_management=edits)
+        arc = answer.model_extra["arc"]
+        sid = sid or arc["session"]
+        assert arc["session"] == sid and arc["view_tokens"] <= arc["budget_tokens"]
+        if answer.content and answer.content[0].type == "compaction":
+            compactions += 1  # the client keeps the block (and drops what came before it)
+            messages = [{"role": "assistant", "content": [answer.content[0].model_dump(exclude_none=True)]}]
+        messages += [{"role": "user", "content": "go on"}] if messages[-1]["role"] == "assistant" else []
+    assert compactions >= 2 and session_of(arc_server, sid)["handoffs"] == compactions
+    assert max(sizes[-3:]) < sum(len(log(index, 60)) for index in range(12)) / 2
+    bodies = {call(arc_server.base, "GET", f"/v1/arc/sessions/{sid}/observations/{hit['id']}")[1]
+              for hit in call(arc_server.base, "GET", f"/v1/arc/sessions/{sid}/search?q=line%200%3A")[1]["results"]}
+    assert all(log(index, 60) in bodies for index in range(12))
