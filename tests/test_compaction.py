@@ -163,3 +163,35 @@ def test_a_quoted_prompt_or_an_ordinary_turn_is_no_compaction_turn():
     assert recognise({}, {"vllm_xargs": {"arc_compaction": "plain"}}, quoted).form == PLAIN
     with pytest.raises(BadMarker, match="not one of"):
         recognise({"x-arc-compaction": "yes"}, {}, quoted)
+
+
+def test_clearing_edits_cite_tool_results_and_drop_old_thinking_from_the_view_only(smol):
+    """Anthropic's clear_tool_uses and clear_thinking as ARC applies them: the cleared results
+    show as citation stubs (each recallable exactly), the excluded tool and the newest ``keep``
+    stay verbatim, too little to clear clears nothing; thinking leaves the view, not the store."""
+    session = new_session(smol, 16384)
+    messages = [{"role": "user", "content": "Fix the build."}]
+    for index in range(6):
+        turn = tool_turn(index, f"result {index}\n" * 200)
+        turn[0]["reasoning"] = f"THINKING-{index}"
+        if index == 1:
+            turn[0]["tool_calls"][0]["function"]["name"] = "keep_me"
+        messages += turn
+    session.take_in(messages, TOOLS, save=False)
+    context = session.context
+    assert context.clear_tool_results(2, frozenset({"keep_me"}), at_least_tokens=10**6) == (0, 0)
+    cleared, tokens = context.clear_tool_results(2, frozenset({"keep_me"}))
+    assert cleared == 3 and tokens > 0  # steps 0, 2, 3: not keep_me's, not the newest two
+    text = json.dumps(context.render().messages, ensure_ascii=False)
+    for index in (1, 4, 5):
+        assert f"result {index}\\n" * 200 in text  # verbatim
+    for index in (0, 2, 3):
+        assert f"result {index}\\n" * 200 not in text
+        id = session.context.turns[index].obs_id
+        assert f"§{id}" in text and recall_all(context.recall, id) == f"result {index}\n" * 200
+    assert context.has_acted  # ARC changed the view: its note and recall tools from now on
+    turns, freed = context.clear_thinking(1)
+    assert turns == 5 and freed > 0 and context.clear_thinking(1) == (0, 0)  # once
+    text = json.dumps(context.render().messages, ensure_ascii=False)
+    assert "THINKING-5" in text and not any(f"THINKING-{index}" in text for index in range(5))
+    assert all(turn.reasoning for turn in context.turns)  # kept in the session
