@@ -21,7 +21,6 @@ the error form of the API whose route the request came to.
 from __future__ import annotations
 
 import contextlib
-import json
 
 from fastapi import Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
@@ -29,7 +28,7 @@ from starlette.routing import BaseRoute
 
 from arc_vllm.kv.extra_args import session_of_body
 from arc_vllm.serving import compaction, metrics
-from arc_vllm.serving.apis import ConversationAPI, Declined
+from arc_vllm.serving.apis import ConversationAPI, Declined, json_body
 from arc_vllm.serving.chat import EngineError, complete
 from arc_vllm.serving.chat_stream import open_stream
 from arc_vllm.serving.conversation_keys import caller_of, conversation_of, headers_of
@@ -82,10 +81,7 @@ class ArcRoute(BaseRoute):
 
         if scope.get("method") != "POST":
             return await plain()
-        try:
-            body = json.loads(raw)
-        except (json.JSONDecodeError, UnicodeDecodeError):
-            body = None
+        body = json_body(raw)
         headers = headers_of(scope)
         app = scope["app"]
         sid = session_named(headers.get(SESSION_HEADER), body)

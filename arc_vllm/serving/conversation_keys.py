@@ -29,6 +29,8 @@ from __future__ import annotations
 import hashlib
 import json
 
+from arc_vllm.serving.sessions import SessionError
+
 CHAT, MESSAGES, RESPONSES = "chat", "messages", "responses"  # the APIs, as metrics label them
 
 # (where, name): "header" names are lower case; "body" a top-level field; "xargs" vllm_xargs.
@@ -75,8 +77,20 @@ def conversation_of(api: str, headers: dict[str, str], body) -> str | None:
             value = metadata.get(name) if isinstance(metadata, dict) else None
             value = session_in_user_id(value) if isinstance(value, str) else None
         if isinstance(value, str) and value.strip() and len(value) <= MAX_KEY_CHARS:
+            if not is_text(value):  # it is stored and listed: text that cannot be written is refused
+                raise SessionError(f"{name}: not valid text (a lone surrogate); a conversation id must be "
+                                   "encodable as UTF-8")
             return value  # the same id whichever key carries it (Claude Code sends two)
     return None
+
+
+def is_text(value: str) -> bool:
+    """Whether ``value`` can be written as UTF-8 (JSON from a client may hold lone surrogates)."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def session_in_user_id(user_id: str) -> str | None:

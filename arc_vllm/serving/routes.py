@@ -5,7 +5,8 @@
     GET    /v1/arc/sessions/{sid}                     counts and budgets
     GET    /v1/arc/sessions/{sid}/requests            one record per ARC request, oldest first
     DELETE /v1/arc/sessions/{sid}                     end it (its store is removed)
-    GET    /v1/arc/sessions/{sid}/observations/{oid}  a stored observation, exactly
+    GET    /v1/arc/sessions/{sid}/observations/{oid}  a stored observation, exactly (its signature
+                                                      percent-encoded in X-ARC-Signature)
     GET    /v1/arc/sessions/{sid}/catalog?page=N      one catalog page
     GET    /v1/arc/sessions/{sid}/view|timeline|search  read-only looks (``serving.inspector_routes``)
     GET    /v1/models                                 vLLM's answer, each model with ``arc``: its
@@ -19,14 +20,15 @@ conversational routes: POST /v1/chat/completions, /v1/messages (and its count_to
 
 from __future__ import annotations
 
-import json
 import logging
+from urllib.parse import quote
 
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 
 from arc_vllm.core.store import UnknownObservation
 from arc_vllm.serving import metrics
+from arc_vllm.serving.apis import json_body
 from arc_vllm.serving.sessions import SessionError
 
 logger = logging.getLogger(__name__)
@@ -38,6 +40,15 @@ def error(message: str, status: int, type: str = "invalid_request_error") -> JSO
     return JSONResponse({"error": {"message": message, "type": type, "code": status}}, status)
 
 
+def header_text(text: str) -> str:
+    """User text as a header value: percent-encoded UTF-8, printable ASCII kept as it is."""
+    return quote(text.encode("utf-8", "surrogatepass"), safe=HEADER_SAFE)
+
+
+# Printable ASCII but "%": what a header value may hold as it is.
+HEADER_SAFE = "".join(chr(code) for code in range(0x20, 0x7F) if chr(code) != "%")
+
+
 def manager_of(request: Request):
     return request.app.state.arc_sessions
 
@@ -46,9 +57,11 @@ def manager_of(request: Request):
 async def create_session(request: Request):
     raw = await request.body()
     try:
-        body = json.loads(raw) if raw.strip() else {}
-    except json.JSONDecodeError as exc:
-        return error(f"body: not JSON ({exc})", 400)
+        body = json_body(raw) if raw.strip() else {}
+    except SessionError as exc:
+        return error(str(exc), exc.status)
+    if body is None:
+        return error("body: not JSON", 400)
     if not isinstance(body, dict):
         return error("body: must be a JSON object", 400)
     budgets = body.get("budgets")
@@ -97,11 +110,12 @@ async def get_observation(sid: str, oid: str, request: Request):
             record = session.store.get(oid)
     except UnknownObservation as exc:
         return error(f"{exc} (session {sid})", 404)
-    # The exact stored text; metadata in headers so the body is the observation itself.
+    # The exact stored text; metadata in headers so the body is the observation itself. The
+    # signature is the client's text (tool arguments with newlines, any Unicode): percent-encoded
+    # (RFC 3986; ``urllib.parse.unquote`` reads it), never raw in a header.
     return Response(record.content.encode("utf-8"), media_type="text/plain; charset=utf-8",
-                    headers={"X-ARC-Id": record.id, "X-ARC-Signature": record.signature.encode(
-                        "ascii", "backslashreplace").decode()[:200],
-                             "X-ARC-Step": str(record.step)})
+                    headers={"X-ARC-Id": record.id, "X-ARC-Step": str(record.step),
+                             "X-ARC-Signature": header_text(record.signature[:200])})
 
 
 @router.get("/v1/arc/sessions/{sid}/catalog")

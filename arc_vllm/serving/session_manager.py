@@ -38,10 +38,20 @@ from pathlib import Path
 
 from arc_vllm.core.config import ArcConfig
 from arc_vllm.serving.conversation_index import ConversationIndex, client_scope
+from arc_vllm.serving.conversation_keys import is_text
 from arc_vllm.serving import session_lock
 from arc_vllm.serving.sessions import BUDGET_FIELDS, Session, SessionError, file_stamp
 
 logger = logging.getLogger(__name__)
+
+
+def repaired_client_id(client_id, folder: Path):
+    """A stored client id as text that can be written: one stored before ids were checked may
+    hold a lone surrogate, which would break every listing; it is kept escaped, with a warning."""
+    if isinstance(client_id, str) and not is_text(client_id):
+        logger.warning("session %s: its client id is not valid text; kept escaped", folder.name)
+        return client_id.encode("utf-8", "backslashreplace").decode("utf-8")
+    return client_id
 MAX_ENDED = 65536  # ended session ids remembered (for 410), most recent
 SESSION_ID = re.compile(r"sess_[0-9a-f]{24}")  # what ``create`` gives; nothing else names a folder
 
@@ -112,7 +122,7 @@ class SessionManager:
                           full_tokens=state.get("full_tokens", 0), num_requests=state.get("num_requests", 0),
                           tools=state.get("tools"), context_state=state.get("context"),
                           caller=state.get("caller"), records=state.get("records"),
-                          client_id=state.get("client_id"), num_rebases=state.get("num_rebases", 0),
+                          client_id=repaired_client_id(state.get("client_id"), folder), num_rebases=state.get("num_rebases", 0),
                           last_answer=state.get("last_answer"),
                           handoff_tokens=state.get("handoff_tokens", 0),
                           num_handoffs=state.get("num_handoffs", 0))
@@ -192,7 +202,9 @@ class SessionManager:
                         state = json.loads((folder / "session.json").read_text())
                     except (OSError, ValueError):
                         continue  # being replaced by another process: listed next time
-                    summary = state.get("summary") or {"id": state.get("id", folder.name)}
+                    summary = dict(state.get("summary") or {"id": state.get("id", folder.name)})
+                    if "client_id" in summary:
+                        summary["client_id"] = repaired_client_id(summary["client_id"], folder)
                     rows.append(dict(summary, in_memory=False))
         return sorted(rows, key=lambda row: row.get("last_used", 0), reverse=True)
 

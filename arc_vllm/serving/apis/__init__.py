@@ -20,6 +20,7 @@ its API continues by reference (``previous_response_id``), the client's own conv
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import Any, AsyncIterator
 
@@ -84,16 +85,45 @@ class ConversationAPI:
 
 
 def check_results(messages: list[dict], result: str, call: str) -> None:
-    """Every tool result answers a call made before it, as the Anthropic and OpenAI APIs
+    """Every tool result answers a call made before it, once, as the Anthropic and OpenAI APIs
     require (``result``/``call``: what the API calls them, for the message); a 400 naming the
     id otherwise. vLLM passes such a result on; ARC would archive it under a call it invents."""
-    called = set()
+    called, answered = set(), set()
     for message in messages:
         for tool_call in message.get("tool_calls") or [] if message.get("role") == "assistant" else []:
             called.add(tool_call.get("id"))
-        if message.get("role") == "tool" and message.get("tool_call_id") not in called:
-            raise SessionError(f"{result} for {call} {message.get('tool_call_id')!r}: no {call} of that id "
-                               "comes before it in the conversation")
+        if message.get("role") != "tool":
+            continue
+        id = message.get("tool_call_id")
+        if id not in called:
+            raise SessionError(f"{result} for {call} {id!r}: no {call} of that id comes before it in the "
+                               "conversation")
+        if id in answered:
+            raise SessionError(f"{result} for {call} {id!r}: that call already has a result")
+        answered.add(id)
+
+
+MAX_JSON_DEPTH = 100  # no API body nests near this (tool schemas included); deeper is an attack
+
+
+def json_body(raw: bytes):
+    """A request body as JSON (None: not JSON). A ``SessionError`` (400) for one nested deeper
+    than ``MAX_JSON_DEPTH``: Python's parser and every walker after it recurse, and a body
+    10,000 levels deep would otherwise surface as a 500."""
+    try:
+        body = json.loads(raw)
+    except RecursionError:
+        raise SessionError(f"body: JSON nested deeper than {MAX_JSON_DEPTH} levels") from None
+    except (ValueError, UnicodeDecodeError):
+        return None
+    stack = [(body, 1)]
+    while stack:
+        value, depth = stack.pop()
+        if depth > MAX_JSON_DEPTH:
+            raise SessionError(f"body: JSON nested deeper than {MAX_JSON_DEPTH} levels")
+        children = value.values() if isinstance(value, dict) else value if isinstance(value, list) else ()
+        stack.extend((child, depth + 1) for child in children if isinstance(child, (dict, list)))
+    return body
 
 
 def parsed(model, body: dict):

@@ -66,7 +66,8 @@ class MessagesAPI(ConversationAPI):
     paths = ("/v1/messages",)
 
     def declines(self, body: dict) -> None:
-        for message in body.get("messages") or []:
+        messages = body.get("messages")
+        for message in messages if isinstance(messages, list) else []:  # a bad shape: ``translate``'s 400
             content = message.get("content") if isinstance(message, dict) else None
             for block in content if isinstance(content, list) else []:
                 inner = block.get("content") if isinstance(block, dict) else None
@@ -75,8 +76,9 @@ class MessagesAPI(ConversationAPI):
                         raise Declined(f"{part['type']} content")
 
     def carries_handle(self, body: dict) -> bool:
+        messages = body.get("messages")
         return any(isinstance(block, dict) and block.get("type") == BLOCK and block.get("encrypted_content")
-                   for message in body.get("messages") or [] if isinstance(message, dict)
+                   for message in (messages if isinstance(messages, list) else []) if isinstance(message, dict)
                    for block in (message.get("content") if isinstance(message.get("content"), list) else []))
 
     async def translate(self, body: dict, app, headers: dict[str, str]) -> Translation:

@@ -1,0 +1,104 @@
+"""Hostile input gets a clear status, and nothing a client sends breaks a route (issue 36, in
+part), against the shared ARC server on the tiny model:
+
+- a signature holding every control character and any Unicode reaches the observation route's
+  header percent-encoded (the connection is never dropped), the body exactly as stored;
+- JSON nested 10,000 deep is a 400 in each API's own form, on every ARC route;
+- a conversation id that is not valid text (a lone surrogate) is a 400, and the listing of
+  sessions keeps answering; one stored before ids were checked still loads and lists;
+- a second result for one tool call is a 400 on the Anthropic and Responses APIs;
+- a body of the wrong shape on /v1/messages gets Anthropic's error form, not Python internals.
+"""
+
+import json
+from urllib.parse import unquote
+
+import pytest
+
+from arc_vllm.serving.session_manager import SessionManager
+from tests.test_agent_apis import call, model_of, visible_id
+
+pytestmark = pytest.mark.slow
+CONTROL = "".join(chr(code) for code in range(0x20)) + "\x7f" + "é漢😀\u2028"
+
+
+def test_a_signature_with_control_characters_reaches_the_header_encoded(arc_server):
+    model = model_of(arc_server)
+    arguments = json.dumps({"script": f"cat <<EOF\n{CONTROL}\nEOF"}, ensure_ascii=False)
+    body = "output\r\nwith\x00 controls " + CONTROL
+    messages = [{"role": "user", "content": "Run it."},
+                {"role": "assistant", "content": "line one\nline two", "tool_calls": [
+                    {"id": "c1", "type": "function", "function": {"name": "bash", "arguments": arguments}}]},
+                {"role": "tool", "tool_call_id": "c1", "content": body}]
+    status, answer, _ = call(arc_server.base, "POST", "/v1/chat/completions",
+                             {"model": model, "messages": messages, "max_tokens": 2})
+    assert status == 200
+    sid, id = answer["arc"]["session"], visible_id(f"bash({arguments})", body)
+    status, text, headers = call(arc_server.base, "GET", f"/v1/arc/sessions/{sid}/observations/{id}")
+    assert status == 200 and text == body
+    assert unquote(headers["X-ARC-Signature"]) == f"bash({arguments})"[:200]
+    assert all(0x20 <= ord(char) < 0x7F for char in headers["X-ARC-Signature"])
+
+
+DEEP = b'{"a":' * 10_000 + b"1" + b"}" * 10_000
+
+
+@pytest.mark.parametrize("path, form", [
+    ("/v1/chat/completions", "openai"), ("/v1/messages", "anthropic"), ("/v1/messages/count_tokens", "anthropic"),
+    ("/v1/responses", "openai"), ("/v1/responses/compact", "openai"), ("/v1/arc/sessions", "openai")])
+def test_json_nested_too_deep_is_a_400_in_the_apis_form(arc_server, path, form):
+    status, error, _ = call(arc_server.base, "POST", path, raw=DEEP)
+    assert status == 400
+    message = error["error"]["message"]
+    assert "nested deeper" in message and (error["type"] == "error" if form == "anthropic" else "code" in error["error"])
+
+
+def test_a_conversation_id_that_is_not_text_is_a_400_and_the_listing_answers(arc_server):
+    model = model_of(arc_server)
+    raw = ('{"model": "%s", "input": "hi", "max_output_tokens": 2, "prompt_cache_key": "\\ud800"}' % model).encode()
+    status, error, _ = call(arc_server.base, "POST", "/v1/responses", raw=raw)
+    assert status == 400 and "prompt_cache_key" in error["error"]["message"]
+    user_id = json.dumps({"session_id": "\ud800"})
+    status, error, _ = call(arc_server.base, "POST", "/v1/messages", {
+        "model": model, "max_tokens": 2, "messages": [{"role": "user", "content": "hi"}],
+        "metadata": {"user_id": user_id}})
+    assert status == 400 and error["type"] == "error"
+    assert call(arc_server.base, "GET", "/v1/arc/sessions")[0] == 200
+
+
+def test_a_session_stored_with_a_bad_client_id_still_loads_and_lists(tmp_path, smol):
+    manager = SessionManager(smol, 4096, {}, tmp_path)
+    session = manager.create(client_id="good")
+    session.take_in([{"role": "user", "content": "hi"}], None)
+    manager.close()  # as a server that stopped
+    state = json.loads((tmp_path / session.id / "session.json").read_text())
+    state["client_id"] = state["summary"]["client_id"] = "\ud800bad"  # as code before ids were checked wrote it
+    (tmp_path / session.id / "session.json").write_text(json.dumps(state))
+    reopened = SessionManager(smol, 4096, {}, tmp_path)
+    for listing in (reopened.listing(), [reopened.get(session.id).summary()]):  # unloaded, then loaded
+        assert json.dumps(listing, ensure_ascii=False).encode("utf-8")  # nothing unwritable
+        assert [entry["client_id"] for entry in listing] == ["\\ud800bad"]
+
+
+def test_a_second_result_for_one_call_is_a_400(arc_server):
+    model = model_of(arc_server)
+    use = {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "cat", "input": {}}]}
+    result = {"type": "tool_result", "tool_use_id": "t1", "content": "x"}
+    status, error, _ = call(arc_server.base, "POST", "/v1/messages", {
+        "model": model, "max_tokens": 2, "messages": [{"role": "user", "content": "go"}, use,
+                                                      {"role": "user", "content": [result, result]}]})
+    assert status == 400 and "already has a result" in error["error"]["message"]
+    output = {"type": "function_call_output", "call_id": "c1", "output": "x"}
+    status, error, _ = call(arc_server.base, "POST", "/v1/responses", {
+        "model": model, "max_output_tokens": 2, "input": [
+            {"role": "user", "content": "go"}, {"type": "function_call", "call_id": "c1", "name": "cat",
+                                                "arguments": "{}"}, output, output]})
+    assert status == 400 and "already has a result" in error["error"]["message"]
+
+
+@pytest.mark.parametrize("messages", [7, "text", [7], [{"role": "user", "content": 7}]])
+def test_a_messages_body_of_the_wrong_shape_gets_anthropics_error_form(arc_server, messages):
+    status, error, _ = call(arc_server.base, "POST", "/v1/messages",
+                            {"model": model_of(arc_server), "max_tokens": 2, "messages": messages})
+    assert status == 400 and error["type"] == "error" and error["error"]["type"] == "invalid_request_error"
+    assert "object is not" not in error["error"]["message"]  # no Python internals
