@@ -102,3 +102,27 @@ def test_a_messages_body_of_the_wrong_shape_gets_anthropics_error_form(arc_serve
                             {"model": model_of(arc_server), "max_tokens": 2, "messages": messages})
     assert status == 400 and error["type"] == "error" and error["error"]["type"] == "invalid_request_error"
     assert "object is not" not in error["error"]["message"]  # no Python internals
+
+
+@pytest.fixture(scope="module")
+def keyed_server(tmp_path_factory):
+    from arc_vllm.model_prep import prepare_tiny
+    from arc_vllm.serving.local import Server
+
+    server = Server(str(prepare_tiny()), tmp_path_factory.mktemp("keyed") / "server.log", "--api-key", "key-a").wait()
+    yield server
+    server.stop()
+
+
+def test_anthropic_clients_key_is_accepted_under_api_key(keyed_server):
+    import anthropic
+    from openai import OpenAI
+
+    model = OpenAI(base_url=keyed_server.base + "/v1", api_key="key-a").models.list().data[0].id
+    client = anthropic.Anthropic(base_url=keyed_server.base, api_key="key-a", max_retries=0)
+    answer = client.messages.create(model=model, max_tokens=2, messages=[{"role": "user", "content": "hi"}])
+    assert answer.model_extra["arc"]["session"]
+    with pytest.raises(anthropic.AuthenticationError):
+        anthropic.Anthropic(base_url=keyed_server.base, api_key="wrong", max_retries=0).messages.create(
+            model=model, max_tokens=2, messages=[{"role": "user", "content": "hi"}])
+    assert call(keyed_server.base, "GET", "/v1/arc/sessions", headers={"x-api-key": "key-a"})[0] == 401  # not on others

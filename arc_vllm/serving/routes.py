@@ -161,6 +161,35 @@ def put_models_in_front(app) -> None:
             return
 
 
+class AnthropicKey:
+    """Anthropic's clients (its SDK, Claude Code with ``ANTHROPIC_API_KEY``) send their key as
+    ``x-api-key``; vLLM's ``--api-key`` check reads ``Authorization: Bearer`` only. On the
+    Messages routes, a request with no Authorization gets one from its ``x-api-key``, before
+    vLLM's check (outermost), so one key serves both kinds of client. Installed only under
+    ``--api-key``: without it no header changes (the caller's identity stays as stored)."""
+
+    def __init__(self, app):
+        self.app = app
+
+    async def __call__(self, scope, receive, send):
+        if scope.get("type") == "http" and scope.get("path", "").startswith("/v1/messages"):
+            headers = scope.get("headers") or []
+            key = next((value for name, value in headers if name == b"x-api-key"), None)
+            if key and not any(name == b"authorization" for name, _ in headers):
+                scope = dict(scope, headers=[*headers, (b"authorization", b"Bearer " + key)])
+        await self.app(scope, receive, send)
+
+
+def accept_anthropic_keys(app) -> None:
+    """Wrap the app's whole middleware stack in ``AnthropicKey`` when it is built."""
+    from vllm import envs
+
+    if not (getattr(app.state.args, "api_key", None) or envs.VLLM_API_KEY):
+        return
+    build = app.build_middleware_stack
+    app.build_middleware_stack = lambda: AnthropicKey(build())
+
+
 def attach(app) -> None:
     """Put ARC's routes on vLLM's app, and ARC's route in front of each of vLLM's
     conversational ones (chat completions must be there; the others where vLLM serves them)."""
@@ -177,6 +206,7 @@ def attach(app) -> None:
     # Every ARC route raises its errors; each becomes its status here, once, in its API's form.
     ErrorForms([chat, *others, compact], default=chat).install(app)
     put_models_in_front(app)
+    accept_anthropic_keys(app)
     if not put_in_front(app, chat):
         raise RuntimeError("vLLM's app has no POST /v1/chat/completions route to put ARC in front of")
     for api in others:
