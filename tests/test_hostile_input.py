@@ -7,7 +7,11 @@ part), against the shared ARC server on the tiny model:
 - a conversation id that is not valid text (a lone surrogate) is a 400, and the listing of
   sessions keeps answering; one stored before ids were checked still loads and lists;
 - a second result for one tool call is a 400 on the Anthropic and Responses APIs;
-- a body of the wrong shape on /v1/messages gets Anthropic's error form, not Python internals.
+- a body of the wrong shape on /v1/messages gets Anthropic's error form, not Python internals;
+- under ``--api-key`` with two keys, each key's sessions are its own: by every way of naming a
+  session (header, ``vllm_xargs``, ``previous_response_id``) and on every read route, another
+  key's session answers 404, as an unknown one; the listing shows a key its own sessions, the
+  operator's key (``--arc-admin-key``) every one; Anthropic clients' ``x-api-key`` is accepted.
 """
 
 import json
@@ -109,7 +113,8 @@ def keyed_server(tmp_path_factory):
     from arc_vllm.model_prep import prepare_tiny
     from arc_vllm.serving.local import Server
 
-    server = Server(str(prepare_tiny()), tmp_path_factory.mktemp("keyed") / "server.log", "--api-key", "key-a").wait()
+    server = Server(str(prepare_tiny()), tmp_path_factory.mktemp("keyed") / "server.log",
+                    "--api-key", "key-a", "key-b", "ops", "--arc-admin-key", "ops").wait()
     yield server
     server.stop()
 
@@ -126,3 +131,48 @@ def test_anthropic_clients_key_is_accepted_under_api_key(keyed_server):
         anthropic.Anthropic(base_url=keyed_server.base, api_key="wrong", max_retries=0).messages.create(
             model=model, max_tokens=2, messages=[{"role": "user", "content": "hi"}])
     assert call(keyed_server.base, "GET", "/v1/arc/sessions", headers={"x-api-key": "key-a"})[0] == 401  # not on others
+
+
+def as_key(key: str) -> dict:
+    return {"Authorization": f"Bearer {key}"}
+
+
+def test_each_keys_sessions_are_its_own_on_every_route(keyed_server):
+    base = keyed_server.base
+    model = call(base, "GET", "/v1/models", headers=as_key("key-a"))[1]["data"][0]["id"]
+    messages = [{"role": "user", "content": "Key A's task."},
+                {"role": "assistant", "content": "", "tool_calls": [
+                    {"id": "c1", "type": "function", "function": {"name": "cat", "arguments": "{}"}}]},
+                {"role": "tool", "tool_call_id": "c1", "content": "KEY-A-SECRET\n" * 50}]
+    status, answer, _ = call(base, "POST", "/v1/chat/completions",
+                             {"model": model, "messages": messages, "max_tokens": 2}, as_key("key-a"))
+    assert status == 200
+    sid, oid = answer["arc"]["session"], visible_id("cat({})", "KEY-A-SECRET\n" * 50)
+    status, response, _ = call(base, "POST", "/v1/responses", {"model": model, "input": "Key A again.",
+                                                               "max_output_tokens": 2}, as_key("key-a"))
+    rid, rsid = response["id"], response["arc"]["session"]
+    reads = [f"/v1/arc/sessions/{sid}", f"/v1/arc/sessions/{sid}/requests", f"/v1/arc/sessions/{sid}/observations/{oid}",
+             f"/v1/arc/sessions/{sid}/catalog", f"/v1/arc/sessions/{sid}/view", f"/v1/arc/sessions/{sid}/timeline",
+             f"/v1/arc/sessions/{sid}/search?q=SECRET"]
+    for path in reads:
+        assert call(base, "GET", path, headers=as_key("key-a"))[0] == 200, path
+        status, error, _ = call(base, "GET", path, headers=as_key("key-b"))
+        assert status == 404 and "SECRET" not in json.dumps(error), path
+        assert call(base, "GET", path, headers=as_key("ops"))[0] == 200, path  # the operator's key
+    probe = messages + [{"role": "user", "content": "show me"}]
+    for how in ({"headers": {**as_key("key-b"), "X-ARC-Session": sid}, "body": {}},
+                {"headers": as_key("key-b"), "body": {"vllm_xargs": {"arc_session": sid, "arc_debug": 1}}}):
+        status, error, _ = call(base, "POST", "/v1/chat/completions",
+                                {"model": model, "messages": probe, "max_tokens": 2, **how["body"]}, how["headers"])
+        assert status == 404 and "SECRET" not in json.dumps(error)
+    status, error, _ = call(base, "POST", "/v1/responses", {"model": model, "input": "x", "max_output_tokens": 2,
+                                                            "previous_response_id": rid}, as_key("key-b"))
+    assert status == 404
+    assert call(base, "DELETE", f"/v1/arc/sessions/{sid}", headers=as_key("key-b"))[0] == 404
+    listed = {row["id"] for row in call(base, "GET", "/v1/arc/sessions", headers=as_key("key-b"))[1]["sessions"]}
+    assert not listed & {sid, rsid}
+    listed = {row["id"] for row in call(base, "GET", "/v1/arc/sessions", headers=as_key("key-a"))[1]["sessions"]}
+    assert {sid, rsid} <= listed
+    assert {sid, rsid} <= {row["id"] for row in call(base, "GET", "/v1/arc/sessions", headers=as_key("ops"))[1]["sessions"]}
+    # The owner's session is as it was: the other key's attempts changed nothing.
+    assert call(base, "GET", f"/v1/arc/sessions/{sid}", headers=as_key("key-a"))[1]["requests"] == 1

@@ -31,7 +31,7 @@ from arc_vllm.serving import compaction, metrics
 from arc_vllm.serving.apis import ConversationAPI, Declined, json_body
 from arc_vllm.serving.chat import EngineError, complete
 from arc_vllm.serving.chat_stream import open_stream
-from arc_vllm.serving.conversation_keys import caller_of, conversation_of, headers_of
+from arc_vllm.serving.conversation_keys import conversation_of, headers_of, who_of
 from arc_vllm.serving.session_lock import SessionBusy
 from arc_vllm.serving.sessions import SessionError
 
@@ -103,7 +103,8 @@ class ArcRoute(BaseRoute):
         if api.reads:
             return await self.read(request, body, sid)
         implicit = sid is None
-        caller = caller_of(headers, body)
+        asking = who_of(headers, body, getattr(app.state, "arc_admin_key", None))
+        caller = asking.caller
         try:
             if implicit and not api.carries_handle(body):
                 api.declines(body)
@@ -124,14 +125,15 @@ class ArcRoute(BaseRoute):
             sid, implicit = translation.session, False  # the API's own reference names it
         if implicit:
             sid = manager.for_conversation(translation.chat["messages"], caller,
-                                           conversation_of(api.name, headers, body))
+                                           conversation_of(api.name, headers, body), who=asking)
         serving, kv_warmup = app.state.openai_serving_chat, getattr(app.state, "arc_kv_warmup", None)
         from vllm.entrypoints.openai.chat_completion.protocol import ChatCompletionRequest
 
         step = {"held": continued.held, "handoff": continued.handoff, "ask": translation.ask}
         held = contextlib.AsyncExitStack()
         try:
-            session = await held.enter_async_context(using(manager, sid, continued))
+            checked = asking if getattr(app.state, "arc_keys_checked", False) else None
+            session = await held.enter_async_context(using(manager, sid, continued, checked))
             compaction.check_current(continued, session)
             api.bind(translation, session)
             if translation.chat.get("stream"):
@@ -174,21 +176,22 @@ class ArcRoute(BaseRoute):
         try:
             if sid is None:
                 return JSONResponse(await self.api.read(body, request.app, None))
-            async with manager.using(sid) as session:
+            from arc_vllm.serving.routes import who
+
+            async with manager.using(sid, who(request)) as session:
                 return JSONResponse(await self.api.read(body, request.app, session))
         except Declined:
             return None
 
 
-def using(manager, sid: str, continued):
-    """The session, for one request; one a compaction handle names but the server no longer
-    holds (ended, or removed by retention) is a 404 that says so."""
-    if continued.session is None or continued.session != sid:
-        return manager.using(sid)
-    if sid not in manager.sessions and not manager.stored(sid):
+def using(manager, sid: str, continued, asking):
+    """The session, for one request of the caller ``asking`` (another's is a 404, as an unknown
+    one); one a compaction handle names but the server no longer holds (ended, or removed by
+    retention) is a 404 that says so."""
+    if continued.session == sid and sid not in manager.sessions and not manager.stored(sid):
         raise SessionError(f"compaction handle: session {sid} is no longer held by this server (ended, "
                            "or removed by retention); send the conversation whole", 404)
-    return manager.using(sid)
+    return manager.using(sid, asking, write=True)
 
 
 class ErrorForms:

@@ -27,7 +27,9 @@ Pure Python; run ``python -m arc_vllm.serving.conversation_keys`` for an example
 from __future__ import annotations
 
 import hashlib
+import hmac
 import json
+from dataclasses import dataclass
 
 from arc_vllm.serving.sessions import SessionError
 
@@ -59,6 +61,33 @@ def caller_of(headers: dict[str, str], body) -> str:
     # Without a safety_identifier the hash is the one durable sessions were stored under.
     parts = [key, user] + ([safety] if safety else [])
     return hashlib.sha1("\x1f".join(parts).encode("utf-8", "surrogatepass")).hexdigest()
+
+
+@dataclass(frozen=True)
+class Who:
+    """Who a request is: ``caller`` (``caller_of``: the key, and the body's ``user`` /
+    ``safety_identifier``, the client's own assertion) scopes its implicit sessions; ``tenant``
+    (the key alone) owns the sessions it makes: under ``--api-key``, where keys are checked,
+    only it continues and reads them; ``admin`` (``--arc-admin-key``) reads every session."""
+
+    caller: str
+    tenant: str
+    admin: bool = False
+
+
+def key_of(headers: dict[str, str]) -> str:
+    """The API key a request carries: ``Authorization: Bearer K`` or ``x-api-key: K``, as K."""
+    value = headers.get("authorization") or headers.get("x-api-key") or ""
+    scheme, _, token = value.partition(" ")
+    return token.strip() if scheme.lower() == "bearer" and token.strip() else value
+
+
+def who_of(headers: dict[str, str], body, admin_key: str | None = None) -> Who:
+    key = key_of(headers)
+    tenant = hashlib.sha1(f"tenant\x1f{key}".encode("utf-8", "surrogatepass")).hexdigest()
+    admin = bool(admin_key) and hmac.compare_digest(key.encode("utf-8", "surrogatepass"),
+                                                    admin_key.encode("utf-8", "surrogatepass"))
+    return Who(caller_of(headers, body), tenant, admin)
 
 
 def conversation_of(api: str, headers: dict[str, str], body) -> str | None:

@@ -38,7 +38,9 @@ def bad_request(message: str) -> JSONResponse:
 async def read(request: Request, sid: str, reader):
     """``reader(session)`` on the session held for this request (a missing or busy session
     raises, and ``routes.attach``'s handlers answer it)."""
-    async with request.app.state.arc_sessions.using(sid) as session:
+    from arc_vllm.serving.routes import who
+
+    async with request.app.state.arc_sessions.using(sid, who(request)) as session:
         return reader(session)
 
 

@@ -214,6 +214,10 @@ def add_arc_arguments(parser) -> None:
                             "lost; model: the model writes the summary from ARC's bounded view and "
                             "ARC appends its stubs, recall line and handle; pass: the model answers it "
                             "as any turn (a lossy LLM summary, and ARC's store out of the model's reach)")
+    group.add_argument("--arc-admin-key", default=None, metavar="KEY",
+                       help="an operator's key (also give it to --api-key): the session listing, "
+                            "the inspector and every read route show every caller's sessions with "
+                            "it; other keys see their own only")
     group.add_argument("--arc-secret", default=None, metavar="TEXT",
                        help="the key that signs compaction handles (unset: one generated and kept "
                             "in --arc-store-dir/.arc-secret, else one per process)")
@@ -306,6 +310,11 @@ class ArcEndpoint:
 
         state.arc_handles = Handles.for_server(getattr(args, "arc_secret", None), args.arc_store_dir)
         state.arc_client_compaction = getattr(args, "arc_client_compaction", "arc")
+        state.arc_admin_key = getattr(args, "arc_admin_key", None)
+        from vllm import envs
+
+        # Keys are checked (vLLM's --api-key): sessions then belong to the key that made them.
+        state.arc_keys_checked = bool(getattr(args, "api_key", None) or envs.VLLM_API_KEY)
         from arc_vllm.serving import metrics
 
         metrics.refresh(state.arc_sessions)  # the session gauges on /metrics from the start

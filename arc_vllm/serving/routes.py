@@ -40,6 +40,13 @@ def error(message: str, status: int, type: str = "invalid_request_error") -> JSO
     return JSONResponse({"error": {"message": message, "type": type, "code": status}}, status)
 
 
+def owner(request: Request, body=None):
+    """Who a new session belongs to (recorded whether or not keys are checked now)."""
+    from arc_vllm.serving.conversation_keys import headers_of, who_of
+
+    return who_of(headers_of(request.scope), body)
+
+
 def header_text(text: str) -> str:
     """User text as a header value: percent-encoded UTF-8, printable ASCII kept as it is."""
     return quote(text.encode("utf-8", "surrogatepass"), safe=HEADER_SAFE)
@@ -51,6 +58,16 @@ HEADER_SAFE = "".join(chr(code) for code in range(0x20, 0x7F) if chr(code) != "%
 
 def manager_of(request: Request):
     return request.app.state.arc_sessions
+
+
+def who(request: Request, body=None):
+    """Who is asking (``conversation_keys.who_of``), for the session routes: under --api-key a
+    session answers its own key only (another's is a 404), every session to --arc-admin-key.
+    Without --api-key no key is checked, so none owns anything: None (no check)."""
+    from arc_vllm.serving.conversation_keys import headers_of, who_of
+
+    asking = who_of(headers_of(request.scope), body, getattr(request.app.state, "arc_admin_key", None))
+    return asking if getattr(request.app.state, "arc_keys_checked", False) else None
 
 
 @router.post("/v1/arc/sessions")
@@ -68,7 +85,7 @@ async def create_session(request: Request):
     if budgets is not None and not isinstance(budgets, dict):
         return error("budgets: must be an object", 400)
     try:
-        session = manager_of(request).create(budgets)
+        session = manager_of(request).create(budgets, who=owner(request, body))
     except SessionError as exc:
         return error(str(exc), exc.status)
     metrics.refresh(manager_of(request))
@@ -77,7 +94,7 @@ async def create_session(request: Request):
 
 @router.get("/v1/arc/sessions")
 async def list_sessions(request: Request):
-    return {"sessions": manager_of(request).listing()}
+    return {"sessions": manager_of(request).listing(who(request))}
 
 
 @router.get("/v1/arc/sessions/{sid}/requests")
@@ -85,19 +102,19 @@ async def get_requests(sid: str, request: Request):
     """What each request of the session cost: the conversation's tokens (what plain vLLM
     would have taken), the view's and the budget, prefix-cached tokens, compactions, recalls,
     commands served, engine calls, ARC's own time and the rest (the engine's)."""
-    async with manager_of(request).using(sid) as session:
+    async with manager_of(request).using(sid, who(request)) as session:
         return list(session.records)
 
 
 @router.get("/v1/arc/sessions/{sid}")
 async def get_session(sid: str, request: Request):
-    async with manager_of(request).using(sid) as session:
+    async with manager_of(request).using(sid, who(request)) as session:
         return session.describe()
 
 
 @router.delete("/v1/arc/sessions/{sid}")
 async def delete_session(sid: str, request: Request):
-    async with manager_of(request).using(sid):
+    async with manager_of(request).using(sid, who(request)):
         manager_of(request).delete(sid)
     metrics.refresh(manager_of(request))
     return {"id": sid, "deleted": True}
@@ -106,7 +123,7 @@ async def delete_session(sid: str, request: Request):
 @router.get("/v1/arc/sessions/{sid}/observations/{oid}")
 async def get_observation(sid: str, oid: str, request: Request):
     try:
-        async with manager_of(request).using(sid) as session:
+        async with manager_of(request).using(sid, who(request)) as session:
             record = session.store.get(oid)
     except UnknownObservation as exc:
         return error(f"{exc} (session {sid})", 404)
@@ -120,7 +137,7 @@ async def get_observation(sid: str, oid: str, request: Request):
 
 @router.get("/v1/arc/sessions/{sid}/catalog")
 async def get_catalog(sid: str, request: Request, page: int = 1):
-    async with manager_of(request).using(sid) as session:
+    async with manager_of(request).using(sid, who(request)) as session:
         context = session.context
         if context is None:
             return {"page": 1, "pages": 1, "text": "", "ids": []}

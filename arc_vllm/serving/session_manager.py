@@ -125,7 +125,7 @@ class SessionManager:
                           client_id=repaired_client_id(state.get("client_id"), folder), num_rebases=state.get("num_rebases", 0),
                           last_answer=state.get("last_answer"),
                           handoff_tokens=state.get("handoff_tokens", 0),
-                          num_handoffs=state.get("num_handoffs", 0))
+                          num_handoffs=state.get("num_handoffs", 0), tenant=state.get("tenant"))
         session.last_used = (state.get("summary") or {}).get("last_used", session.last_used)
         session.stamp = file_stamp(folder / "session.json")
         return session
@@ -148,14 +148,15 @@ class SessionManager:
             raise SessionError(f"budgets: {error}") from None
 
     def create(self, overrides: dict | None = None, caller: str | None = None,
-               client_id: str | None = None) -> Session:
+               client_id: str | None = None, who=None) -> Session:
         config = self.config(overrides)
         id = "sess_" + secrets.token_hex(12)
         folder = None
         if self.store_dir:
             folder = self.store_dir / id
             folder.mkdir()
-        session = Session(id, config, self.counter, folder, caller=caller, client_id=client_id)
+        session = Session(id, config, self.counter, folder, caller=caller, client_id=client_id,
+                          tenant=who.tenant if who else None)
         session.save()
         if self.shared:
             session.store.release()
@@ -166,7 +167,8 @@ class SessionManager:
 
     # ---- implicit sessions (conversation_index.py) --------------------------------------
 
-    def for_conversation(self, messages: list[dict], caller: str, client_id: str | None = None) -> str:
+    def for_conversation(self, messages: list[dict], caller: str, client_id: str | None = None,
+                         who=None) -> str:
         """The id of the implicit session ``messages`` continue, or of a new one. With the
         client's own conversation id, in that id's scope, where a rewritten history continues
         its session too (``conversation_index.py``)."""
@@ -177,7 +179,7 @@ class SessionManager:
                 return id
             if id is not None:  # ended meanwhile: the conversation starts a new session
                 self.implicit.forget(id)
-        return self.create(caller=scope, client_id=client_id).id
+        return self.create(caller=scope, client_id=client_id, who=who).id
 
     def remember(self, session: Session) -> None:
         """After a request: an implicit session is found by its conversation as it is now."""
@@ -192,9 +194,11 @@ class SessionManager:
         if id in self.sessions:
             self.sessions[id].last_used = time.time()
 
-    def listing(self) -> list[dict]:
-        """Every session: in memory, and (with a store folder) unloaded ones, most recent first."""
-        rows = [dict(session.summary(), in_memory=True) for session in self.sessions.values()]
+    def listing(self, who=None) -> list[dict]:
+        """The sessions ``who`` may read (None: every one): in memory, and (with a store folder)
+        unloaded ones, most recent first."""
+        rows = [dict(session.summary(), in_memory=True) for session in self.sessions.values()
+                if who is None or session.allows(who, write=False)]
         if self.store_dir:
             for folder in self.store_dir.iterdir():
                 if folder.name not in self.sessions and self.stored(folder.name):
@@ -202,6 +206,8 @@ class SessionManager:
                         state = json.loads((folder / "session.json").read_text())
                     except (OSError, ValueError):
                         continue  # being replaced by another process: listed next time
+                    if who is not None and not who.admin and state.get("tenant") not in (None, who.tenant):
+                        continue
                     summary = dict(state.get("summary") or {"id": state.get("id", folder.name)})
                     if "client_id" in summary:
                         summary["client_id"] = repaired_client_id(summary["client_id"], folder)
@@ -299,14 +305,21 @@ class SessionManager:
         self.remember_ended(id, why)
         logger.info("ARC session %s ended (%s)", id, why)
 
+    def check(self, session: Session, who, write: bool) -> None:
+        """Another caller's session answers as an unknown one (404: no oracle of existence)."""
+        if who is not None and not session.allows(who, write):
+            self.unknown(session.id)
+
     @contextlib.asynccontextmanager
-    async def using(self, id: str):
-        """The session, for one request. Shared sessions (``shared=True``) are held by one
+    async def using(self, id: str, who=None, write: bool = False):
+        """The session, for one request, if ``who`` may continue (``write``) or read it (None:
+        ARC's own use). Shared sessions (``shared=True``) are held by one
         process at a time: this takes the session's file lock (waiting for another process
         to finish its request), reloads the session if another process changed it since this
         one last had it, and on leaving releases the store and the lock."""
         if not self.shared:
             session = self.get(id)
+            self.check(session, who, write)
             self.in_use[id] = self.in_use.get(id, 0) + 1
             try:
                 yield session
@@ -320,9 +333,10 @@ class SessionManager:
                                            self.lock_timeout_s)
             try:
                 session = await asyncio.to_thread(self.check_out, id, folder)
-                self.touch(id)
-                self.sweep()
                 try:
+                    self.check(session, who, write)
+                    self.touch(id)
+                    self.sweep()
                     yield session
                 finally:
                     session.store.release()
