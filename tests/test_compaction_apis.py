@@ -197,6 +197,16 @@ def test_anthropic_context_management_compacts_and_clears_as_citation(arc_server
     sid = cleared.model_extra["arc"]["session"]
     view = call(arc_server.base, "GET", f"/v1/arc/sessions/{sid}/view")[1]
     assert len(view["stubs"]) >= 3  # cleared as citations, each recallable by its id
+    # Streamed, with one more tool use: one more result cleared, reported on message_delta.
+    messages += [{"role": "assistant", "content": [{"type": "tool_use", "id": "t5", "name": "cat",
+                                                    "input": {"path": "f5"}}]},
+                 {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t5", "content": log(5, 40)}]}]
+    with client.beta.messages.stream(model=model, max_tokens=4, messages=messages, tools=A_TOOLS,
+                                     betas=["context-management-2025-06-27"], context_management=clear) as stream:
+        streamed = stream.get_final_message()
+    [edit] = streamed.context_management.applied_edits
+    assert edit.type == "clear_tool_uses_20250919" and edit.cleared_tool_uses == 1
+    assert session_of(arc_server, sid)["requests"] == 2
 
     messages += [{"role": "assistant", "content": [{"type": "text", "text": "ok"}]},
                  {"role": "user", "content": "Continue."}]
