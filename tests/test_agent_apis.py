@@ -14,47 +14,17 @@ vLLM beside it:
   stored is lost.
 """
 
-import hashlib
 import json
 import random
-import urllib.error
-import urllib.request
 
 import anthropic
 import pytest
 from openai import OpenAI
 
+from tests.helpers.api_calls import call, log, model_of, stored_exactly
+from tests.helpers.conversations import visible_id
+
 pytestmark = pytest.mark.slow
-
-
-def call(base, method, path, body=None, headers=None, raw=None):
-    data = raw if raw is not None else (json.dumps(body).encode() if body is not None else None)
-    request = urllib.request.Request(base + path, data=data, method=method,
-                                     headers={"Content-Type": "application/json", **(headers or {})})
-    try:
-        with urllib.request.urlopen(request, timeout=300) as response:
-            text = response.read()
-            return response.status, (json.loads(text) if text[:1] in b"{[" else text.decode()), response.headers
-    except urllib.error.HTTPError as error:
-        text = error.read()
-        return error.code, (json.loads(text) if text[:1] in b"{[" else text.decode()), error.headers
-
-
-def model_of(server) -> str:
-    return call(server.base, "GET", "/v1/models")[1]["data"][0]["id"]
-
-
-def visible_id(signature: str, observation: str) -> str:
-    return hashlib.sha1(signature.encode() + b"\x1f" + observation.encode()).hexdigest()[:8]
-
-
-def log(index: int, lines: int = 120) -> str:
-    return "".join(f"log {index} line {n}: status ok, latency {n * 7 % 97} ms\n" for n in range(lines))
-
-
-def stored_exactly(server, sid: str, observations: dict[str, str]) -> int:
-    return sum(call(server.base, "GET", f"/v1/arc/sessions/{sid}/observations/{id}")[1] == body
-               for id, body in observations.items())
 
 
 TOOLS = [{"name": "cat", "description": "Read a file.",

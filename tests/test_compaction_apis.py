@@ -21,7 +21,8 @@ import anthropic
 import pytest
 from openai import APIStatusError, OpenAI
 
-from tests.test_agent_apis import call, log, model_of, visible_id
+from tests.helpers.api_calls import call, log, model_of
+from tests.helpers.conversations import visible_id
 
 pytestmark = pytest.mark.slow
 CODEX_PROMPT = ("You are performing a CONTEXT CHECKPOINT COMPACTION. Create a handoff summary for another LLM "

@@ -20,7 +20,8 @@ from urllib.parse import unquote
 import pytest
 
 from arc_vllm.serving.session_manager import SessionManager
-from tests.test_agent_apis import call, model_of, visible_id
+from tests.helpers.api_calls import call, model_of
+from tests.helpers.conversations import visible_id
 
 pytestmark = pytest.mark.slow
 CONTROL = "".join(chr(code) for code in range(0x20)) + "\x7f" + "é漢😀\u2028"

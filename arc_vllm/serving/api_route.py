@@ -27,11 +27,11 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import BaseRoute
 
 from arc_vllm.kv.extra_args import session_of_body
-from arc_vllm.serving import compaction, metrics
+from arc_vllm.serving import compaction, metrics, ownership
 from arc_vllm.serving.apis import ConversationAPI, Declined, json_body
 from arc_vllm.serving.chat import EngineError, complete
 from arc_vllm.serving.chat_stream import open_stream
-from arc_vllm.serving.conversation_keys import conversation_of, headers_of, who_of
+from arc_vllm.serving.conversation_keys import conversation_of, headers_of
 from arc_vllm.serving.session_lock import SessionBusy
 from arc_vllm.serving.sessions import SessionError
 
@@ -103,8 +103,8 @@ class ArcRoute(BaseRoute):
         if api.reads:
             return await self.read(request, body, sid)
         implicit = sid is None
-        asking = who_of(headers, body, getattr(app.state, "arc_admin_key", None))
-        caller = asking.caller
+        making = ownership.maker(request, body)  # the Who a session made here belongs to
+        caller = making.caller
         try:
             if implicit and not api.carries_handle(body):
                 api.declines(body)
@@ -125,15 +125,14 @@ class ArcRoute(BaseRoute):
             sid, implicit = translation.session, False  # the API's own reference names it
         if implicit:
             sid = manager.for_conversation(translation.chat["messages"], caller,
-                                           conversation_of(api.name, headers, body), who=asking)
+                                           conversation_of(api.name, headers, body), who=making)
         serving, kv_warmup = app.state.openai_serving_chat, getattr(app.state, "arc_kv_warmup", None)
         from vllm.entrypoints.openai.chat_completion.protocol import ChatCompletionRequest
 
         step = {"held": continued.held, "handoff": continued.handoff, "ask": translation.ask}
         held = contextlib.AsyncExitStack()
         try:
-            checked = asking if getattr(app.state, "arc_keys_checked", False) else None
-            session = await held.enter_async_context(using(manager, sid, continued, checked))
+            session = await held.enter_async_context(using(manager, sid, continued, ownership.asking(request, body)))
             compaction.check_current(continued, session)
             api.bind(translation, session)
             if translation.chat.get("stream"):
@@ -176,9 +175,7 @@ class ArcRoute(BaseRoute):
         try:
             if sid is None:
                 return JSONResponse(await self.api.read(body, request.app, None))
-            from arc_vllm.serving.routes import who
-
-            async with manager.using(sid, who(request)) as session:
+            async with manager.using(sid, ownership.asking(request)) as session:
                 return JSONResponse(await self.api.read(body, request.app, session))
         except Declined:
             return None

@@ -22,6 +22,7 @@ from fastapi.responses import HTMLResponse, JSONResponse, Response
 
 from arc_vllm.inspector.page import shell_html
 from arc_vllm.inspector.timeline import timeline_svg
+from arc_vllm.serving.ownership import asking
 
 router = APIRouter()
 UI_PATH = "/v1/arc/ui"
@@ -38,9 +39,7 @@ def bad_request(message: str) -> JSONResponse:
 async def read(request: Request, sid: str, reader):
     """``reader(session)`` on the session held for this request (a missing or busy session
     raises, and ``routes.attach``'s handlers answer it)."""
-    from arc_vllm.serving.routes import who
-
-    async with request.app.state.arc_sessions.using(sid, who(request)) as session:
+    async with request.app.state.arc_sessions.using(sid, asking(request)) as session:
         return reader(session)
 
 

@@ -29,6 +29,7 @@ from fastapi.responses import JSONResponse, Response
 from arc_vllm.core.store import UnknownObservation
 from arc_vllm.serving import metrics
 from arc_vllm.serving.apis import json_body
+from arc_vllm.serving.ownership import asking, maker
 from arc_vllm.serving.sessions import SessionError
 
 logger = logging.getLogger(__name__)
@@ -38,13 +39,6 @@ router = APIRouter()
 
 def error(message: str, status: int, type: str = "invalid_request_error") -> JSONResponse:
     return JSONResponse({"error": {"message": message, "type": type, "code": status}}, status)
-
-
-def owner(request: Request, body=None):
-    """Who a new session belongs to (recorded whether or not keys are checked now)."""
-    from arc_vllm.serving.conversation_keys import headers_of, who_of
-
-    return who_of(headers_of(request.scope), body)
 
 
 def header_text(text: str) -> str:
@@ -58,16 +52,6 @@ HEADER_SAFE = "".join(chr(code) for code in range(0x20, 0x7F) if chr(code) != "%
 
 def manager_of(request: Request):
     return request.app.state.arc_sessions
-
-
-def who(request: Request, body=None):
-    """Who is asking (``conversation_keys.who_of``), for the session routes: under --api-key a
-    session answers its own key only (another's is a 404), every session to --arc-admin-key.
-    Without --api-key no key is checked, so none owns anything: None (no check)."""
-    from arc_vllm.serving.conversation_keys import headers_of, who_of
-
-    asking = who_of(headers_of(request.scope), body, getattr(request.app.state, "arc_admin_key", None))
-    return asking if getattr(request.app.state, "arc_keys_checked", False) else None
 
 
 @router.post("/v1/arc/sessions")
@@ -85,7 +69,7 @@ async def create_session(request: Request):
     if budgets is not None and not isinstance(budgets, dict):
         return error("budgets: must be an object", 400)
     try:
-        session = manager_of(request).create(budgets, who=owner(request, body))
+        session = manager_of(request).create(budgets, who=maker(request, body))
     except SessionError as exc:
         return error(str(exc), exc.status)
     metrics.refresh(manager_of(request))
@@ -94,7 +78,7 @@ async def create_session(request: Request):
 
 @router.get("/v1/arc/sessions")
 async def list_sessions(request: Request):
-    return {"sessions": manager_of(request).listing(who(request))}
+    return {"sessions": manager_of(request).listing(asking(request))}
 
 
 @router.get("/v1/arc/sessions/{sid}/requests")
@@ -102,19 +86,19 @@ async def get_requests(sid: str, request: Request):
     """What each request of the session cost: the conversation's tokens (what plain vLLM
     would have taken), the view's and the budget, prefix-cached tokens, compactions, recalls,
     commands served, engine calls, ARC's own time and the rest (the engine's)."""
-    async with manager_of(request).using(sid, who(request)) as session:
+    async with manager_of(request).using(sid, asking(request)) as session:
         return list(session.records)
 
 
 @router.get("/v1/arc/sessions/{sid}")
 async def get_session(sid: str, request: Request):
-    async with manager_of(request).using(sid, who(request)) as session:
+    async with manager_of(request).using(sid, asking(request)) as session:
         return session.describe()
 
 
 @router.delete("/v1/arc/sessions/{sid}")
 async def delete_session(sid: str, request: Request):
-    async with manager_of(request).using(sid, who(request)):
+    async with manager_of(request).using(sid, asking(request)):
         manager_of(request).delete(sid)
     metrics.refresh(manager_of(request))
     return {"id": sid, "deleted": True}
@@ -123,7 +107,7 @@ async def delete_session(sid: str, request: Request):
 @router.get("/v1/arc/sessions/{sid}/observations/{oid}")
 async def get_observation(sid: str, oid: str, request: Request):
     try:
-        async with manager_of(request).using(sid, who(request)) as session:
+        async with manager_of(request).using(sid, asking(request)) as session:
             record = session.store.get(oid)
     except UnknownObservation as exc:
         return error(f"{exc} (session {sid})", 404)
@@ -137,7 +121,7 @@ async def get_observation(sid: str, oid: str, request: Request):
 
 @router.get("/v1/arc/sessions/{sid}/catalog")
 async def get_catalog(sid: str, request: Request, page: int = 1):
-    async with manager_of(request).using(sid, who(request)) as session:
+    async with manager_of(request).using(sid, asking(request)) as session:
         context = session.context
         if context is None:
             return {"page": 1, "pages": 1, "text": "", "ids": []}
