@@ -379,14 +379,13 @@ class ArcContext:
         self.state.handed_off = handed_off
 
     # -- a client's context edits (Anthropic's context_management) ----------------------------
-    def clear_tool_results(self, keep: int, exclude: frozenset[str] = frozenset(), inputs: bool = False,
+    def clear_tool_results(self, keep: int, exclude: frozenset[str] = frozenset(),
                            at_least_tokens: int = 0) -> tuple[int, int]:
         """Clear the results of tool calls older than the newest ``keep`` (but those of tools
         named in ``exclude``) the way ARC clears: each observation is shown as its citation
         stub (recallable exactly), not deleted; only if that frees ``at_least_tokens``. The
-        cited form clips the call's arguments too, so ``inputs`` asks nothing more. Returns
+        cited form clips the call's arguments too (Anthropic's ``clear_tool_inputs``). Returns
         the tool calls cleared now and the tokens freed."""
-        del inputs
         calls = [index for index, turn in enumerate(self.turns) if turn.call is not None and turn.obs_id is not None]
         chosen = [index for index in calls[:max(0, len(calls) - keep)]
                   if index >= self.state.boundary and index not in self.state.cleared

@@ -161,7 +161,7 @@ def continuation(handles: Handles, translation, caller: str, named: str | None) 
             raise SessionError(f"compaction handle: it continues session {handle.session}, not the "
                                f"session named ({named})")
         return Continuation(handle.session, handle, held=handle.position)
-    for message in translation.chat["messages"]:
+    for message in reversed(translation.chat["messages"]):  # the newest handoff the client kept
         if message.get("role") not in ("user", "system", "developer"):
             continue
         text = message.get("content")

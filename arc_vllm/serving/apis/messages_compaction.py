@@ -110,7 +110,7 @@ def _checked(edit: dict, where: str) -> dict:
                 "trigger": _count(trigger, f"{where}.trigger", trigger_kind, CLEAR_TRIGGER),
                 "keep": _count(edit.get("keep"), f"{where}.keep", "tool_uses", KEEP_TOOL_USES),
                 "at_least": _count(edit.get("clear_at_least"), f"{where}.clear_at_least", "input_tokens", 0),
-                "exclude": frozenset(exclude), "inputs": bool(inputs)}
+                "exclude": frozenset(exclude)}
     keep = edit.get("keep")
     if keep == "all" or (isinstance(keep, dict) and keep.get("type") == "all"):
         return {"keep": None}
@@ -138,7 +138,8 @@ def apply_edit(kind: str, settings: dict, context, input_tokens: int) -> dict | 
         reached = uses if settings["trigger_kind"] == "tool_uses" else input_tokens
         if reached < settings["trigger"]:
             return None
-        cleared, tokens = context.clear_tool_results(settings["keep"], settings["exclude"], settings["inputs"],
+        # The cited form clips the call's arguments as it cites the result: clear_tool_inputs holds.
+        cleared, tokens = context.clear_tool_results(settings["keep"], settings["exclude"],
                                                      at_least_tokens=settings["at_least"])
         return {"type": CLEAR_TOOL_USES, "cleared_tool_uses": cleared, "cleared_input_tokens": tokens} if cleared else None
     cleared, tokens = context.clear_thinking(settings["keep"])
