@@ -81,6 +81,24 @@ def arc_server():
 
 
 @pytest.fixture(scope="session")
+def keyed_server():
+    """ARC under ``--api-key key-a key-b ops --arc-admin-key ops``, with a store folder."""
+    from tests.helpers.servers import _started, shared
+
+    yield shared("keyed")
+    _started.pop("keyed").stop()
+
+
+@pytest.fixture(scope="session")
+def gateway_server():
+    """ARC behind a gateway: ``--arc-caller-header X-Caller`` (its key ``gw``; ``ops`` the operator's)."""
+    from tests.helpers.servers import _started, shared
+
+    yield shared("gateway")
+    _started.pop("gateway").stop()
+
+
+@pytest.fixture(scope="session")
 def plain_server():
     """Plain vLLM (no --arc) on the tiny model with the same template and tool parser."""
     from tests.helpers.servers import _started, shared

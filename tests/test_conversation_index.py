@@ -10,6 +10,7 @@ message (a rewrite); every request of one conversation routes to one key, on eve
 
 import json
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -18,6 +19,7 @@ from arc_vllm.serving.conversation_index import ConversationIndex, client_scope
 from arc_vllm.serving.conversation_keys import CHAT, RESPONSES, caller_of, conversation_of
 from arc_vllm.serving.conversation_keys import MESSAGES as MESSAGES_API
 from arc_vllm.serving.ray_serve import session_of
+from arc_vllm.serving.sessions import SessionError
 
 MESSAGES = st.lists(st.fixed_dictionaries({"role": st.sampled_from(["user", "assistant", "tool"]),
                                            "content": st.text(max_size=12)}), min_size=1, max_size=8)
@@ -85,7 +87,8 @@ def test_each_api_names_its_conversation_where_its_clients_do():
     assert conversation_of(CHAT, {}, {"prompt_cache_key": "app-wide"}) is None  # a cache hint there
     assert conversation_of(CHAT, {}, {"vllm_xargs": {"session_id": "x"}}) == "x"
     assert conversation_of(CHAT, {}, {"user": "u", "safety_identifier": "s"}) is None
-    assert conversation_of(RESPONSES, {}, {"prompt_cache_key": "k" * 600}) is None
+    with pytest.raises(SessionError, match="at most 512"):  # too long for an id: a 400, not ignored
+        conversation_of(RESPONSES, {}, {"prompt_cache_key": "k" * 600})
     # user and safety_identifier scope the caller: never the same caller
     assert len({caller_of({}, {"user": "u"}), caller_of({}, {"safety_identifier": "u"}), caller_of({}, {})}) == 3
 

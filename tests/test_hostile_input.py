@@ -109,17 +109,6 @@ def test_a_messages_body_of_the_wrong_shape_gets_anthropics_error_form(arc_serve
     assert "object is not" not in error["error"]["message"]  # no Python internals
 
 
-@pytest.fixture(scope="module")
-def keyed_server(tmp_path_factory):
-    from arc_vllm.model_prep import prepare_tiny
-    from arc_vllm.serving.local import Server
-
-    server = Server(str(prepare_tiny()), tmp_path_factory.mktemp("keyed") / "server.log",
-                    "--api-key", "key-a", "key-b", "ops", "--arc-admin-key", "ops").wait()
-    yield server
-    server.stop()
-
-
 def test_anthropic_clients_key_is_accepted_under_api_key(keyed_server):
     import anthropic
     from openai import OpenAI

@@ -103,7 +103,9 @@ class ArcRoute(BaseRoute):
         if api.reads:
             return await self.read(request, body, sid)
         implicit = sid is None
-        making = ownership.maker(request, body)  # the Who a session made here belongs to
+        callers = ownership.callers_of(app)
+        making = callers.who(headers, body)  # who asks: a session made here is theirs
+        checking = making if callers.checked else None
         caller = making.caller
         try:
             if implicit and not api.carries_handle(body):
@@ -132,7 +134,7 @@ class ArcRoute(BaseRoute):
         step = {"held": continued.held, "handoff": continued.handoff, "ask": translation.ask}
         held = contextlib.AsyncExitStack()
         try:
-            session = await held.enter_async_context(using(manager, sid, continued, ownership.asking(request, body)))
+            session = await held.enter_async_context(using(manager, sid, continued, checking))
             compaction.check_current(continued, session)
             api.bind(translation, session)
             if translation.chat.get("stream"):

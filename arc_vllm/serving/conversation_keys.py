@@ -3,8 +3,10 @@
 One owner for these wire keys (as ``kv/extra_args.py`` is for ARC's own request fields):
 
     caller          the ``Authorization`` or ``x-api-key`` value (the OpenAI and the Anthropic
-                    SDKs send the key in one or the other), with the body's ``user`` and
-                    ``safety_identifier``: two callers never share a session, whatever they send
+                    SDKs send the key in one or the other), with the end user the body asserts
+                    (``user``, ``safety_identifier``; Anthropic's ``metadata.user_id`` where it
+                    is not Claude Code's JSON) and, behind a gateway, the caller its header
+                    names: two callers never share a session, whatever they send
     conversation    the client's own id for its conversation, the first found of:
       every API       body ``session_id``, header ``X-Session-ID``, ``vllm_xargs.session_id``
                       (vLLM's own "stable session identity shared by related requests")
@@ -19,7 +21,10 @@ A request with a conversation id continues the session of that id (and caller), 
 the client rewrote its history (``serving/sessions.py``); one without falls back to the
 fingerprints of its messages (``serving/conversation_index.py``). ``user`` and
 ``safety_identifier`` name a person, not a conversation: one person's two conversations must
-not share a session, so they scope the caller and never key a conversation.
+not share a session, so they scope the caller and never key a conversation (nor does a
+plain ``metadata.user_id``). Every such
+identifier is text of at most ``MAX_KEY_CHARS`` characters, or the request is a 400 before
+anything is stored (``checked_id``). Whose sessions these are is ``serving/ownership.py``'s.
 
 Pure Python; run ``python -m arc_vllm.serving.conversation_keys`` for an example.
 """
@@ -27,9 +32,7 @@ Pure Python; run ``python -m arc_vllm.serving.conversation_keys`` for an example
 from __future__ import annotations
 
 import hashlib
-import hmac
 import json
-from dataclasses import dataclass
 
 from arc_vllm.serving.sessions import SessionError
 
@@ -42,7 +45,7 @@ CONVERSATION_KEYS = {
     MESSAGES: EVERY_API + (("header", "x-claude-code-session-id"), ("metadata", "user_id")),
     RESPONSES: EVERY_API + (("body", "prompt_cache_key"), ("header", "session-id")),
 }
-MAX_KEY_CHARS = 512  # a longer value is not an id a client meant as one
+MAX_KEY_CHARS = 512  # the longest identifier taken (a conversation id, a user, a caller)
 
 
 def headers_of(scope) -> dict[str, str]:
@@ -51,28 +54,33 @@ def headers_of(scope) -> dict[str, str]:
             for name, value in scope.get("headers") or []}
 
 
-def caller_of(headers: dict[str, str], body) -> str:
-    """Who is asking: the API key (any Authorization or x-api-key value) and the body's
-    ``user`` and ``safety_identifier``."""
-    body = body if isinstance(body, dict) else {}
+def caller_of(headers: dict[str, str], body, gateway: str | None = None) -> str:
+    """Who is asking, as implicit sessions are scoped: the API key (any Authorization or
+    x-api-key value), the end user the body asserts (``end_user_of``), and, behind a gateway
+    (``--arc-caller-header``), the caller it names."""
     key = headers.get("authorization") or headers.get("x-api-key") or ""
-    user, safety = (body.get(name) if isinstance(body.get(name), str) else ""
-                    for name in ("user", "safety_identifier"))
-    # Without a safety_identifier the hash is the one durable sessions were stored under.
-    parts = [key, user] + ([safety] if safety else [])
+    user, safety, metadata_user = end_user_of(body)
+    # Without a safety_identifier, a metadata user or a gateway the hash is the one durable
+    # sessions were stored under.
+    parts = ([key, user] + ([safety] if safety else []) + (["metadata", metadata_user] if metadata_user else [])
+             + (["gateway", gateway] if gateway is not None else []))
     return hashlib.sha1("\x1f".join(parts).encode("utf-8", "surrogatepass")).hexdigest()
 
 
-@dataclass(frozen=True)
-class Who:
-    """Who a request is: ``caller`` (``caller_of``: the key, and the body's ``user`` /
-    ``safety_identifier``, the client's own assertion) scopes its implicit sessions; ``tenant``
-    (the key alone) owns the sessions it makes: under ``--api-key``, where keys are checked,
-    only it continues and reads them; ``admin`` (``--arc-admin-key``) reads every session."""
+USER_FIELDS = ("user", "safety_identifier")  # the client's assertion of who its end user is
 
-    caller: str
-    tenant: str
-    admin: bool = False
+
+def end_user_of(body) -> tuple[str, str, str]:
+    """The end user a body asserts: its ``user``, its ``safety_identifier`` and (the Anthropic
+    API's field for it) ``metadata.user_id``, unless that is Claude Code's JSON, which names a
+    conversation (``session_in_user_id``); "" where absent."""
+    body = body if isinstance(body, dict) else {}
+    user, safety = (body.get(name) if isinstance(body.get(name), str) else "" for name in USER_FIELDS)
+    metadata = body.get("metadata")
+    metadata_user = metadata.get("user_id") if isinstance(metadata, dict) else None
+    if not isinstance(metadata_user, str) or session_in_user_id(metadata_user) is not None:
+        metadata_user = ""
+    return user, safety, metadata_user
 
 
 def key_of(headers: dict[str, str]) -> str:
@@ -82,12 +90,21 @@ def key_of(headers: dict[str, str]) -> str:
     return token.strip() if scheme.lower() == "bearer" and token.strip() else value
 
 
-def who_of(headers: dict[str, str], body, admin_key: str | None = None) -> Who:
-    key = key_of(headers)
-    tenant = hashlib.sha1(f"tenant\x1f{key}".encode("utf-8", "surrogatepass")).hexdigest()
-    admin = bool(admin_key) and hmac.compare_digest(key.encode("utf-8", "surrogatepass"),
-                                                    admin_key.encode("utf-8", "surrogatepass"))
-    return Who(caller_of(headers, body), tenant, admin)
+def check_identifiers(body) -> None:
+    """The end user a body asserts scopes and owns sessions: text that cannot be written, or
+    longer than ``MAX_KEY_CHARS``, is a 400 before anything is stored."""
+    for name, value in zip((*USER_FIELDS, "metadata.user_id"), end_user_of(body)):
+        checked_id(name, value)
+
+
+def checked_id(name: str, value: str) -> str:
+    """``value``, an identifier a client sent as ``name``, if it can be stored; else a 400."""
+    if len(value) > MAX_KEY_CHARS:
+        raise SessionError(f"{name}: {len(value)} characters; an identifier has at most {MAX_KEY_CHARS}")
+    if not is_text(value):  # it is stored and listed: text that cannot be written is refused
+        raise SessionError(f"{name}: not valid text (a lone surrogate); an identifier must be "
+                           "encodable as UTF-8")
+    return value
 
 
 def conversation_of(api: str, headers: dict[str, str], body) -> str | None:
@@ -105,11 +122,8 @@ def conversation_of(api: str, headers: dict[str, str], body) -> str | None:
             metadata = body.get("metadata")
             value = metadata.get(name) if isinstance(metadata, dict) else None
             value = session_in_user_id(value) if isinstance(value, str) else None
-        if isinstance(value, str) and value.strip() and len(value) <= MAX_KEY_CHARS:
-            if not is_text(value):  # it is stored and listed: text that cannot be written is refused
-                raise SessionError(f"{name}: not valid text (a lone surrogate); a conversation id must be "
-                                   "encodable as UTF-8")
-            return value  # the same id whichever key carries it (Claude Code sends two)
+        if isinstance(value, str) and value.strip():
+            return checked_id(name, value)  # the same id whichever key carries it (Claude Code sends two)
     return None
 
 

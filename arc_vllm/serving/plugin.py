@@ -218,6 +218,11 @@ def add_arc_arguments(parser) -> None:
                        help="an operator's key (also give it to --api-key): the session listing, "
                             "the inspector and every read route show every caller's sessions with "
                             "it; other keys see their own only")
+    group.add_argument("--arc-caller-header", default=None, metavar="NAME",
+                       help="behind a gateway that authenticates callers: the request header it "
+                            "sets to the caller's identity (it must set or remove it on every "
+                            "request, and be the only way to reach this server); sessions then "
+                            "belong to that caller, and a request without it is a 401")
     group.add_argument("--arc-secret", default=None, metavar="TEXT",
                        help="the key that signs compaction handles (unset: one generated and kept "
                             "in --arc-store-dir/.arc-secret, else one per process)")
@@ -310,11 +315,13 @@ class ArcEndpoint:
 
         state.arc_handles = Handles.for_server(getattr(args, "arc_secret", None), args.arc_store_dir)
         state.arc_client_compaction = getattr(args, "arc_client_compaction", "arc")
-        state.arc_admin_key = getattr(args, "arc_admin_key", None)
         from vllm import envs
 
-        # Keys are checked (vLLM's --api-key): sessions then belong to the key that made them.
-        state.arc_keys_checked = bool(getattr(args, "api_key", None) or envs.VLLM_API_KEY)
+        from arc_vllm.serving.ownership import Callers
+
+        # Keys are checked (vLLM's --api-key) or a gateway names callers: sessions then belong
+        # to the caller that made them.
+        state.arc_callers = Callers.from_args(args, bool(getattr(args, "api_key", None) or envs.VLLM_API_KEY))
         from arc_vllm.serving import metrics
 
         metrics.refresh(state.arc_sessions)  # the session gauges on /metrics from the start

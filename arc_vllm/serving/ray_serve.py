@@ -80,9 +80,13 @@ def session_of(path: str, headers, body: bytes) -> str | None:
     from arc_vllm.core.transcript import fingerprint
     from arc_vllm.serving.conversation_index import chain, client_scope
     from arc_vllm.serving.conversation_keys import caller_of, conversation_of
+    from arc_vllm.serving.sessions import SessionError
 
     caller = caller_of(dict(headers), data)
-    conversation = conversation_of(api, dict(headers), data)
+    try:
+        conversation = conversation_of(api, dict(headers), data)
+    except SessionError:  # an id that cannot be stored: any replica answers the 400
+        return None
     if conversation is not None:
         return "conversation-" + client_scope(caller, conversation)
     items = data.get("messages") if api != "responses" else data.get("input")

@@ -40,6 +40,7 @@ from arc_vllm.core.config import ArcConfig
 from arc_vllm.serving.conversation_index import ConversationIndex, client_scope
 from arc_vllm.serving.conversation_keys import is_text
 from arc_vllm.serving import session_lock
+from arc_vllm.serving.ownership import allows
 from arc_vllm.serving.sessions import BUDGET_FIELDS, Session, SessionError, file_stamp
 
 logger = logging.getLogger(__name__)
@@ -125,7 +126,8 @@ class SessionManager:
                           client_id=repaired_client_id(state.get("client_id"), folder), num_rebases=state.get("num_rebases", 0),
                           last_answer=state.get("last_answer"),
                           handoff_tokens=state.get("handoff_tokens", 0),
-                          num_handoffs=state.get("num_handoffs", 0), tenant=state.get("tenant"))
+                          num_handoffs=state.get("num_handoffs", 0), tenant=state.get("tenant"),
+                          user=state.get("user"))
         session.last_used = (state.get("summary") or {}).get("last_used", session.last_used)
         session.stamp = file_stamp(folder / "session.json")
         return session
@@ -156,7 +158,7 @@ class SessionManager:
             folder = self.store_dir / id
             folder.mkdir()
         session = Session(id, config, self.counter, folder, caller=caller, client_id=client_id,
-                          tenant=who.tenant if who else None)
+                          tenant=who.tenant if who else None, user=who.user if who else None)
         session.save()
         if self.shared:
             session.store.release()
@@ -198,7 +200,7 @@ class SessionManager:
         """The sessions ``who`` may read (None: every one): in memory, and (with a store folder)
         unloaded ones, most recent first."""
         rows = [dict(session.summary(), in_memory=True) for session in self.sessions.values()
-                if who is None or session.allows(who, write=False)]
+                if who is None or allows(session.tenant, session.user, who, write=False)]
         if self.store_dir:
             for folder in self.store_dir.iterdir():
                 if folder.name not in self.sessions and self.stored(folder.name):
@@ -206,7 +208,7 @@ class SessionManager:
                         state = json.loads((folder / "session.json").read_text())
                     except (OSError, ValueError):
                         continue  # being replaced by another process: listed next time
-                    if who is not None and not who.admin and state.get("tenant") not in (None, who.tenant):
+                    if who is not None and not allows(state.get("tenant"), state.get("user"), who, write=False):
                         continue
                     summary = dict(state.get("summary") or {"id": state.get("id", folder.name)})
                     if "client_id" in summary:
@@ -307,7 +309,7 @@ class SessionManager:
 
     def check(self, session: Session, who, write: bool) -> None:
         """Another caller's session answers as an unknown one (404: no oracle of existence)."""
-        if who is not None and not session.allows(who, write):
+        if who is not None and not allows(session.tenant, session.user, who, write):
             self.unknown(session.id)
 
     @contextlib.asynccontextmanager

@@ -85,11 +85,14 @@ class Session:
                  context_state: dict | None = None, caller: str | None = None,
                  records: list[dict] | None = None, client_id: str | None = None,
                  num_rebases: int = 0, last_answer: dict | None = None,
-                 handoff_tokens: int = 0, num_handoffs: int = 0, tenant: str | None = None):
+                 handoff_tokens: int = 0, num_handoffs: int = 0, tenant: str | None = None,
+                 user: str | None = None):
         self.id = id
-        # The API key that made it (``conversation_keys.Who.tenant``): under --api-key only that
-        # key continues and reads it. None: made before sessions had one (open, as then).
+        # Whose it is (``ownership.Who``: the key and gateway caller that made it, and the end
+        # user that request asserted): where callers are checked only they continue it.
+        # ``tenant`` None: made before sessions had an owner (open, as then).
         self.tenant = tenant
+        self.user = user
         self.handoff_tokens = handoff_tokens  # ARC's last handoff of it, as a client keeps it
         self.num_handoffs = num_handoffs  # compactions answered from its store
         # One record per ARC request (serving/chat.py ChatStep.end), the last MAX_RECORDS.
@@ -136,11 +139,6 @@ class Session:
             self.context = ArcContext(self.config, self.counter, store=self.store, prefix=messages,
                                       tools=tools, note=ARC_NOTE)
         self.prefix = prefix
-
-    def allows(self, who, write: bool) -> bool:
-        """Whether ``who`` may continue (``write``) or read this session: its own key does, and
-        the operator's key reads every session."""
-        return (who.admin and not write) or self.tenant is None or self.tenant == who.tenant
 
     def take_in(self, messages: list[dict], tools: list[dict] | None, held: int = 0,
                 handoff: bool = False, save: bool = True) -> int:
@@ -206,7 +204,7 @@ class Session:
                  "tools": self.context.tools if self.context else None,
                  "full_tokens": self.full_tokens, "num_requests": self.num_requests,
                  "caller": self.caller, "client_id": self.client_id, "num_rebases": self.num_rebases,
-                 "tenant": self.tenant,
+                 "tenant": self.tenant, "user": self.user,
                  "handoff_tokens": self.handoff_tokens, "num_handoffs": self.num_handoffs,
                  "last_answer": self.last_answer,
                  "records": list(self.records), "summary": self.summary(),

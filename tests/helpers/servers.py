@@ -20,6 +20,12 @@ REPO = Path(__file__).resolve().parents[2]
 STORE = {"VLLM_ENABLE_RESPONSES_API_STORE": "1"}
 KINDS = {
     "arc": dict(extra=(), vllm_entry=False),
+    # Two tenants' keys and the operator's, sessions in a store folder (``--arc-store-dir``).
+    "keyed": dict(extra=("--api-key", "key-a", "key-b", "ops", "--arc-admin-key", "ops",
+                         "--arc-store-dir", "{folder}/sessions"), vllm_entry=False),
+    # Behind a gateway that names callers in X-Caller (and holds the key "gw").
+    "gateway": dict(extra=("--api-key", "gw", "ops", "--arc-admin-key", "ops",
+                           "--arc-caller-header", "X-Caller"), vllm_entry=False),
     "plain": dict(extra=("--chat-template", str(TOOLS_TEMPLATE), "--enable-auto-tool-choice",
                          "--tool-call-parser", "hermes", "--enable-prompt-tokens-details"), vllm_entry=True),
 }
@@ -30,9 +36,10 @@ def shared(kind: str) -> Server:
     """The tiny model's ``kind`` server (4,096 tokens), started on first use."""
     if kind not in _started:
         spec = KINDS[kind]
-        log = Path(tempfile.mkdtemp(prefix=f"arc-{kind}-")) / "server.log"
-        _started[kind] = Server(str(prepare_tiny()), log, *spec["extra"], vllm_entry=spec["vllm_entry"],
-                                env=STORE).wait()
+        folder = Path(tempfile.mkdtemp(prefix=f"arc-{kind}-"))
+        extra = [argument.format(folder=folder) for argument in spec["extra"]]
+        _started[kind] = Server(str(prepare_tiny()), folder / "server.log", *extra,
+                                vllm_entry=spec["vllm_entry"], env=STORE).wait()
     return _started[kind]
 
 

@@ -27,7 +27,8 @@ from fastapi.responses import JSONResponse
 from arc_vllm.serving.apis import ConversationAPI, Declined, Translation, check_results, parsed
 from arc_vllm.serving.apis.messages_compaction import BLOCK, ask_of, compaction_block, take_compaction
 from arc_vllm.serving.chat import preview_tokens
-from arc_vllm.serving.conversation_keys import MESSAGES, caller_of
+from arc_vllm.serving.conversation_keys import MESSAGES
+from arc_vllm.serving.ownership import callers_of
 from arc_vllm.serving.sessions import Session, SessionError
 
 ERROR_TYPES = {400: "invalid_request_error", 401: "authentication_error", 403: "permission_error",
@@ -85,7 +86,7 @@ class MessagesAPI(ConversationAPI):
         from vllm.entrypoints.anthropic.protocol import AnthropicMessagesRequest
 
         handler = handler_of(app)
-        caller = caller_of(headers, body)
+        caller = callers_of(app).who(headers, body).caller
         body, handle, edits = take_compaction(body, app.state.arc_handles)
         request = parsed(AnthropicMessagesRequest, body)
         chat = await to_chat(handler, request)

@@ -37,7 +37,8 @@ import time
 from arc_vllm.serving.apis import ConversationAPI, Declined, Translation, check_results, parsed
 from arc_vllm.serving.apis.responses_compaction import (COMPACTION, ask_of, compacted_response, compaction_item,
                                                         is_item, take_compaction)
-from arc_vllm.serving.conversation_keys import RESPONSES, caller_of
+from arc_vllm.serving.conversation_keys import RESPONSES
+from arc_vllm.serving.ownership import callers_of
 from arc_vllm.serving.sessions import SessionError
 
 # Fields a Responses request and a chat completion request share, with one meaning.
@@ -155,7 +156,7 @@ class ResponsesAPI(ConversationAPI):
             check_results(chat["messages"], "function_call_output", "call_id")
         extra["input"] = original_input
         translation = Translation(chat, request, session, extra, handle=handle)
-        translation.ask = ask_of(translation, app, caller_of(headers, body), trigger, entry, self.compacts)
+        translation.ask = ask_of(translation, app, callers_of(app).who(headers, body).caller, trigger, entry, self.compacts)
         return translation
 
     def bind(self, translation: Translation, session) -> None:
