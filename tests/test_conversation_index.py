@@ -21,6 +21,10 @@ from arc_vllm.serving.conversation_keys import MESSAGES as MESSAGES_API
 from arc_vllm.serving.ray_serve import session_of
 from arc_vllm.serving.sessions import SessionError
 
+def prints(messages):
+    return [fingerprint(message) for message in messages]
+
+
 MESSAGES = st.lists(st.fixed_dictionaries({"role": st.sampled_from(["user", "assistant", "tool"]),
                                            "content": st.text(max_size=12)}), min_size=1, max_size=8)
 
@@ -30,16 +34,16 @@ def test_a_conversation_is_found_from_its_resends_by_its_caller_only(recorded, m
     index = ConversationIndex()
     caller = caller_of({"authorization": f"Bearer {key}"}, None)
     index.remember("sess_a", caller, [fingerprint(message) for message in recorded])
-    assert index.find(caller, recorded + more) == "sess_a"
-    assert index.find(caller_of({"authorization": f"Bearer {key}x"}, None), recorded + more) is None
-    assert index.find(caller_of({"authorization": f"Bearer {key}"}, {"user": "someone"}), recorded + more) is None
-    assert index.find(caller_of({"x-api-key": f"Bearer {key}x"}, None), recorded + more) is None
+    assert index.find(caller, prints(recorded + more)) == "sess_a"
+    assert index.find(caller_of({"authorization": f"Bearer {key}x"}, None), prints(recorded + more)) is None
+    assert index.find(caller_of({"authorization": f"Bearer {key}"}, {"user": "someone"}), prints(recorded + more)) is None
+    assert index.find(caller_of({"x-api-key": f"Bearer {key}x"}, None), prints(recorded + more)) is None
     edited = [dict(recorded[0], content=recorded[0]["content"] + "!")] + recorded[1:]
-    assert index.find(caller, edited + more) is None
+    assert index.find(caller, prints(edited + more)) is None
     index.remember("sess_a", caller, [fingerprint(message) for message in recorded + more])
-    assert index.find(caller, recorded + more) == "sess_a"
+    assert index.find(caller, prints(recorded + more)) == "sess_a"
     if more:  # the shorter conversation is no longer this session's
-        assert index.find(caller, recorded) is None
+        assert index.find(caller, prints(recorded)) is None
 
 
 @given(MESSAGES, MESSAGES)
@@ -66,13 +70,13 @@ def test_under_the_clients_own_id_a_rewritten_history_finds_its_session(recorded
     scope = client_scope(caller, conversation)
     index.remember("sess_a", scope, [fingerprint(message) for message in recorded])
     rewritten = recorded[:1] + [dict(message, content=message["content"] + "!") for message in other]
-    assert index.find_rewritten(scope, rewritten) == "sess_a"
-    assert index.find(caller, recorded) is None and index.find_rewritten(caller, rewritten) is None
-    assert index.find_rewritten(client_scope(caller_of({"x-api-key": "j"}, None), conversation), rewritten) is None
+    assert index.find_rewritten(scope, prints(rewritten)) == "sess_a"
+    assert index.find(caller, prints(recorded)) is None and index.find_rewritten(caller, prints(rewritten)) is None
+    assert index.find_rewritten(client_scope(caller_of({"x-api-key": "j"}, None), conversation), prints(rewritten)) is None
     elsewhere = [dict(recorded[0], content=recorded[0]["content"] + "?")] + recorded[1:]
-    assert index.find_rewritten(scope, elsewhere) is None
+    assert index.find_rewritten(scope, prints(elsewhere)) is None
     index.forget("sess_a")
-    assert index.find(scope, recorded) is None and index.find_rewritten(scope, recorded) is None and len(index) == 0
+    assert index.find(scope, prints(recorded)) is None and index.find_rewritten(scope, prints(recorded)) is None and len(index) == 0
 
 
 def test_each_api_names_its_conversation_where_its_clients_do():
@@ -109,3 +113,30 @@ def test_every_request_of_a_conversation_routes_to_one_key_on_every_api(first, m
     assert key("/v1/responses", input=first, prompt_cache_key="t") == key("/v1/responses", input=more or first, prompt_cache_key="t")
     assert key("/v1/responses", input=more, previous_response_id="resp_sess_0a1b_3_ff") == "sess_0a1b"
     assert key("/v1/messages", messages=first) != key("/v1/messages", messages=first, metadata={"user_id": json.dumps({"session_id": "c"})})
+
+
+@given(MESSAGES, MESSAGES, st.integers(min_value=1, max_value=4))
+def test_a_request_in_flight_is_found_by_its_conversation_until_released(recorded, more, holders):
+    """Requests of one conversation that arrive before the first has finished (20 at once, or
+    the next step the moment the client dropped a stream) find the first one's session: the
+    conversation is held from routing to the end of each request. Released, only the
+    conversation as the last request left it is indexed again; a shared file keeps the same,
+    and a hold of a process that died ends with its time."""
+    index = ConversationIndex()
+    caller = caller_of({"authorization": "Bearer k"}, None)
+    keys = [index.hold("sess_a", caller, prints(recorded)) for _ in range(holders)]
+    assert index.find(caller, prints(recorded)) == "sess_a"
+    assert index.find(caller, prints(recorded + more)) == "sess_a"  # the next step, sent at once
+    scope = client_scope(caller, "thread")
+    index.hold("sess_b", scope, prints(recorded))
+    assert index.find_rewritten(scope, prints(recorded[:1] + more)) == "sess_b"  # same id, same start
+    shared = ConversationIndex.from_state(json.loads(json.dumps(index.state(now=0.0))), now=0.0)
+    assert shared.find(caller, prints(recorded + more)) == "sess_a"
+    for key in keys:
+        index.release(key)
+    assert index.find(caller, prints(recorded)) is None  # nothing remembered: nothing found
+    index.remember("sess_a", caller, prints(recorded + more))
+    assert index.find(caller, prints(recorded + more)) == "sess_a"
+    dead = ConversationIndex()
+    dead.hold("sess_c", caller, prints(recorded), until=10.0)
+    assert ConversationIndex.from_state(dead.state(now=0.0), now=11.0).find(caller, prints(recorded)) is None

@@ -6,6 +6,7 @@ sessions continue on the other with every acknowledged observation.
     pytest tests/test_ray_serve.py
 """
 
+import json
 import os
 import signal
 import threading
@@ -15,10 +16,15 @@ from openai import APIStatusError, OpenAI
 
 from arc_vllm.model_prep import prepare_tiny
 from arc_vllm.serving.local import Server
+from tests.helpers.agent_steps import APIS, step
+from tests.helpers.api_calls import call, log
 from tests.helpers.http_calls import stream_events
 from tests.helpers.processes import processes_titled
 
 pytestmark = pytest.mark.slow
+
+
+KEY_A = {"Authorization": "Bearer key-a"}
 
 
 def replica_actors() -> list[int]:
@@ -34,7 +40,8 @@ def turn(session: int, index: int) -> list[dict]:
 def cluster(tmp_path_factory):
     folder = tmp_path_factory.mktemp("ray-serve")
     server = Server(str(prepare_tiny()), folder / "front.log", "--ray-replicas", "2",
-                    "--arc-store-dir", str(folder / "sessions"))
+                    "--arc-store-dir", str(folder / "sessions"),
+                    "--api-key", "key-a", "key-b", "ops", "--arc-admin-key", "ops")
     try:
         yield server.wait(timeout=600)
     finally:
@@ -45,10 +52,10 @@ def test_a_streamed_answer_streams_through_the_front(cluster):
     """The Ray front does not buffer: events arrive as the engine makes them (first, while
     both replicas are up and the machine is quiet: a replacement's start-up would slow the
     engine enough for vLLM to merge deltas)."""
-    client = OpenAI(base_url=cluster.base + "/v1", api_key="none", max_retries=0)
+    client = OpenAI(base_url=cluster.base + "/v1", api_key="key-a", max_retries=0)
     model = client.models.list().data[0].id
     sid = client.post("/arc/sessions", body={}, cast_to=object)["id"]
-    events = stream_events(cluster.base, {
+    events = stream_events(cluster.base, headers=KEY_A, body={
         "model": model, "max_tokens": 64, "ignore_eos": True, "stream": True,
         "messages": [{"role": "user", "content": "hello"}], "vllm_xargs": {"arc_session": sid}})
     assert events[-1][1] == "[DONE]" and len(events) >= 32
@@ -62,9 +69,9 @@ def test_the_agent_apis_route_by_session_through_the_front(cluster):
     replica, in one session, its events streamed through."""
     import anthropic
 
-    client = OpenAI(base_url=cluster.base + "/v1", api_key="none", max_retries=0)
+    client = OpenAI(base_url=cluster.base + "/v1", api_key="key-a", max_retries=0)
     model = client.models.list().data[0].id
-    claude = anthropic.Anthropic(base_url=cluster.base, api_key="k", max_retries=0,
+    claude = anthropic.Anthropic(base_url=cluster.base, api_key="key-a", max_retries=0,
                                  default_headers={"X-Claude-Code-Session-Id": "ray-cc"})
     messages, arcs = [{"role": "user", "content": "List the files."}], []
     for index in range(3):
@@ -89,8 +96,49 @@ def test_the_agent_apis_route_by_session_through_the_front(cluster):
     assert len(served) == 1 and third.model_extra["arc"]["observations"] >= 1
 
 
+@pytest.mark.parametrize("api", APIS)
+def test_callers_and_one_conversation_per_session_through_the_front(cluster, api):
+    """Behind the front, as on one server: 20 requests of one conversation at once (half
+    streamed) make one session, on one replica, with every observation once; another key
+    reaches it by no name (header, vllm_xargs, previous_response_id) and reads nothing of it;
+    the operator's key lists it."""
+    base = cluster.base
+    model = call(base, "GET", "/v1/models", headers=KEY_A)[1]["data"][0]["id"]
+    client_id, observations, answers = f"ray-burst-{api}", [log(index, lines=4) for index in range(20)], []
+
+    def send(count):
+        path, body, headers = step(api, client_id, observations[:count], model, stream=count % 2 == 0)
+        answers.append(call(base, "POST", path, body, {**KEY_A, **headers})[:2])
+
+    threads = [threading.Thread(target=send, args=(count,)) for count in range(1, 21)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert [status for status, _ in answers] == [200] * 20
+    listed = call(base, "GET", "/v1/arc/sessions", headers={"Authorization": "Bearer ops"})[1]["sessions"]
+    [session] = [row for row in listed if row.get("client_id") == client_id]
+    assert session["observations"] == 20
+    replicas = {answer["arc"]["replica"] for _, answer in answers if isinstance(answer, dict) and "arc" in answer}
+    assert len(replicas) <= 1  # the non-streamed answers say which: one
+    sid, other = session["id"], {"Authorization": "Bearer key-b"}
+    path, body, headers = step(api, None, observations[:2], model)
+    for attempt in ({**other, **headers, "X-ARC-Session": sid}, None):
+        sent = dict(body, vllm_xargs={"arc_session": sid, "arc_debug": True}) if attempt is None else body
+        status, error, _ = call(base, "POST", path, sent, attempt or {**other, **headers})
+        assert status == 404 and "log 0 line" not in json.dumps(error)
+    for route in (f"/v1/arc/sessions/{sid}", f"/v1/arc/sessions/{sid}/view", f"/v1/arc/sessions/{sid}/search?q=log"):
+        assert call(base, "GET", route, headers=other)[0] == 404
+        assert call(base, "GET", route, headers=KEY_A)[0] == 200
+    if api == "responses":
+        rid = next(answer["id"] for status, answer in answers if isinstance(answer, dict) and "id" in answer)
+        status, _, _ = call(base, "POST", "/v1/responses", {"model": model, "input": "x", "max_output_tokens": 2,
+                                                             "previous_response_id": rid}, other)
+        assert status == 404
+
+
 def test_sessions_stick_to_one_replica_and_survive_its_loss(cluster):
-    client = OpenAI(base_url=cluster.base + "/v1", api_key="none", max_retries=0)
+    client = OpenAI(base_url=cluster.base + "/v1", api_key="key-a", max_retries=0)
     name = client.models.list().data[0].id
     sessions = [client.post("/arc/sessions", body={}, cast_to=object)["id"] for _ in range(12)]
     conversations = {sid: [{"role": "user", "content": "Find the port."}] for sid in sessions}

@@ -84,15 +84,19 @@ def test_a_durable_session_is_unloaded_and_reloaded_exactly(smol, tmp_path):
 def test_implicit_sessions_are_found_by_conversation_and_forgotten_when_they_end(smol):
     manager = SessionManager(smol, 4096, {}, ttl_s=60)
     messages = conversation(2)
-    id = manager.for_conversation(messages, "caller-a")
-    session = manager.get(id)
+    routed = route(manager, messages, "caller-a")
+    session = manager.get(routed.id)
     session.take_in(messages, None)
-    manager.remember(session)
+    asyncio.run(manager.remember(session, routed))
     longer = messages + [{"role": "user", "content": "and the next?"}]
-    assert manager.for_conversation(longer, "caller-a") == id
-    assert manager.for_conversation(longer, "caller-b") != id
+    assert route(manager, longer, "caller-a").id == routed.id
+    assert route(manager, longer, "caller-b").id != routed.id
     manager.sweep(now=time.monotonic() + 61)
-    assert manager.for_conversation(longer, "caller-a") not in (id, None)  # a new one
+    assert route(manager, longer, "caller-a").id not in (routed.id, None)  # a new one
+
+
+def route(manager, messages, caller, client_id=None):
+    return asyncio.run(manager.for_conversation(messages, caller, client_id))
 
 
 def test_bad_limits_are_refused():
@@ -152,13 +156,13 @@ def test_the_conversation_index_is_bounded_also_for_durable_sessions(smol, tmp_p
     ids = []
     for index in range(6):
         messages = [{"role": "user", "content": f"conversation {index}"}]
-        sid = manager.for_conversation(messages, "caller")
-        manager.get(sid).take_in(messages, None)
-        manager.remember(manager.get(sid))
-        ids.append(sid)
+        routed = route(manager, messages, "caller")
+        manager.get(routed.id).take_in(messages, None)
+        asyncio.run(manager.remember(manager.get(routed.id), routed))
+        ids.append(routed.id)
     assert len(manager.implicit) == 3 and len(manager.sessions) <= 2
-    assert manager.for_conversation([{"role": "user", "content": "conversation 5"}], "caller") == ids[5]
-    assert manager.for_conversation([{"role": "user", "content": "conversation 0"}], "caller") not in ids
+    assert route(manager, [{"role": "user", "content": "conversation 5"}], "caller").id == ids[5]
+    assert route(manager, [{"role": "user", "content": "conversation 0"}], "caller").id not in ids
     assert manager.get(ids[0]).num_requests == 1  # forgotten by its conversation, not by its id
 
 

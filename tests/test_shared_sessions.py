@@ -17,6 +17,8 @@ from openai import OpenAI
 from arc_vllm.model_prep import prepare_tiny
 from arc_vllm.serving.local import Server
 from arc_vllm.serving.session_manager import SessionManager
+from tests.helpers.agent_steps import step
+from tests.helpers.api_calls import call, log
 
 
 def turn(index: int) -> list[dict]:
@@ -109,8 +111,60 @@ def test_two_servers_serve_one_session_with_its_full_state(tmp_path):
         assert sorted(answer["observations"] for answer in answers) == [7, 7]
         described = clients[1].get(f"/arc/sessions/{session['id']}", cast_to=object)
         assert described["requests"] == 8 and described["observations"] == 7
+        # 20 requests of one implicit conversation at once (Codex's prompt_cache_key), half to
+        # each server and half of them streamed, each with one more observation: one session,
+        # every observation once.
+        observations = [log(index, lines=4) for index in range(20)]
+        statuses = []
+
+        def burst(count):
+            path, body, headers = step("responses", "burst-1", observations[:count], name, stream=count % 2 == 0)
+            status, answer, _ = call(servers[count % 2].base, "POST", path, body, headers)
+            statuses.append(status if status == 200 else (status, answer))
+
+        threads = [threading.Thread(target=burst, args=(count,)) for count in range(1, 21)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert statuses == [200] * 20
+        listed = call(servers[0].base, "GET", "/v1/arc/sessions")[1]["sessions"]
+        bursts = [row for row in listed if row.get("client_id") == "burst-1"]
+        assert len(bursts) == 1 and bursts[0]["observations"] == 20
     finally:
         for server in servers:
             server.stop()
     state = json.loads((store / session["id"] / "session.json").read_text())
     assert state["num_requests"] == 8
+
+
+def test_processes_sharing_a_store_route_one_conversation_to_one_session(smol, tmp_path):
+    """Implicit routing is atomic across processes over one store folder: 20 requests of one
+    conversation sent at once to two managers (two API processes), each in its own thread and
+    event loop, all reach one session; after they end, the conversation's next step finds it
+    from either process, and another caller's does not."""
+    managers = [SessionManager(smol, 4096, {}, str(tmp_path), shared=True, lock_timeout_s=30) for _ in range(2)]
+    messages = [{"role": "user", "content": "Fix the build."}]
+    routed = []
+
+    def send(manager):
+        async def one():
+            held = await manager.for_conversation(messages, "caller")
+            routed.append(held)
+            await asyncio.sleep(0.05)  # still in flight while the others route
+            async with manager.using(held.id) as session:
+                session.take_in(messages, None)
+                await manager.remember(session, held)
+
+        asyncio.run(one())
+
+    threads = [threading.Thread(target=send, args=(managers[index % 2],)) for index in range(20)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len({held.id for held in routed}) == 1
+    later = messages + [{"role": "assistant", "content": "ls"}, {"role": "user", "content": "a.py"}]
+    for manager in managers:
+        assert asyncio.run(manager.for_conversation(later, "caller")).id == routed[0].id
+        assert asyncio.run(manager.for_conversation(later, "another caller")).id != routed[0].id

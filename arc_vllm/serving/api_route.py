@@ -125,27 +125,32 @@ class ArcRoute(BaseRoute):
             sid, implicit = continued.session, False
         if implicit and translation.session is not None:
             sid, implicit = translation.session, False  # the API's own reference names it
+        routed = None
         if implicit:
-            sid = manager.for_conversation(translation.chat["messages"], caller,
-                                           conversation_of(api.name, headers, body), who=making)
+            routed = await manager.for_conversation(translation.chat["messages"], caller,
+                                                    conversation_of(api.name, headers, body), who=making)
+            sid = routed.id
         serving, kv_warmup = app.state.openai_serving_chat, getattr(app.state, "arc_kv_warmup", None)
         from vllm.entrypoints.openai.chat_completion.protocol import ChatCompletionRequest
 
         step = {"held": continued.held, "handoff": continued.handoff, "ask": translation.ask}
-        held = contextlib.AsyncExitStack()
+        held = contextlib.AsyncExitStack()  # the session, until the answer has gone out
         try:
-            session = await held.enter_async_context(using(manager, sid, continued, checking))
+            try:
+                session = await held.enter_async_context(using(manager, sid, continued, checking))
+            except BaseException:
+                await manager.remember(None, routed)  # the conversation's hold ends all the same
+                raise
+            # Run before the session is let go: its index entry is written from this copy.
+            held.push_async_callback(manager.remember, session, routed)
             compaction.check_current(continued, session)
             api.bind(translation, session)
             if translation.chat.get("stream"):
                 events = await open_stream(translation.chat, session, serving, request,
                                            ChatCompletionRequest, kv_warmup, api.name, **step)
             else:
-                try:
-                    result = await complete(translation.chat, session, serving, request,
-                                            ChatCompletionRequest, kv_warmup, api.name, **step)
-                finally:
-                    manager.remember(session)
+                result = await complete(translation.chat, session, serving, request,
+                                        ChatCompletionRequest, kv_warmup, api.name, **step)
         except Exception as exc:
             await held.aclose()
             metrics.refresh(manager)
@@ -165,7 +170,6 @@ class ArcRoute(BaseRoute):
                     yield event
             finally:
                 await events.aclose()
-                manager.remember(session)
                 await held.aclose()
                 metrics.refresh(manager)
 

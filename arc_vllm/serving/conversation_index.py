@@ -22,11 +22,18 @@ extend, the longest one if several do. Otherwise:
   recallable.
 
 Keys are chained hashes, so finding the longest match is one pass over the request's messages.
+A session is indexed at its conversation as the last request left it, and, while a request of
+it is in flight, at that request's conversation too (``hold``, until ``release``): a second
+request of the conversation that arrives before the first has finished (20 at once, or the
+next step sent the moment the client dropped the last one's stream) finds the session the first
+was routed to, instead of starting another.
+
 The index holds at most ``max_sessions`` sessions, the least recently remembered forgotten
 first: a durable session stays indexed when it is unloaded (its conversation reloads it), so
 without the bound a server with a store folder would grow by one entry per conversation for
 good. A forgotten session is still there by its id; only a conversation that names none
-starts a new one.
+starts a new one. Processes that share a store folder share the index too, one small file per
+conversation start (``state``/``from_state``; ``SessionManager.for_conversation``).
 
 Run ``python -m arc_vllm.serving.conversation_index`` for an example.
 """
@@ -36,7 +43,6 @@ from __future__ import annotations
 import hashlib
 from collections import OrderedDict
 
-from arc_vllm.core.transcript import fingerprint
 
 MAX_INDEXED = 65536  # sessions found by their conversation, the most recently used
 
@@ -64,26 +70,31 @@ class ConversationIndex:
         # session id -> (its current key, its start key), least recently remembered first
         self.keys: OrderedDict[str, tuple[str, str]] = OrderedDict()
         self.starts: dict[str, str] = {}  # key of a conversation's first message -> session id
+        # key of an in-flight request's conversation -> [session id, requests holding it, until,
+        # its start key]
+        self.held: dict[str, list] = {}
 
-    def find(self, scope: str, messages: list[dict]) -> str | None:
-        """The session whose conversation ``messages`` extend (the longest), or None."""
-        keys = chain(scope, [fingerprint(message) for message in messages])
-        for key in reversed(keys):
+    def find(self, scope: str, prints: list[str]) -> str | None:
+        """The session whose conversation (as last left, or as a request in flight has it) the
+        messages of ``prints`` extend (the longest), or None."""
+        for key in reversed(chain(scope, prints)):
             id = self.sessions.get(key)
+            if id is None and key in self.held:
+                id = self.held[key][0]
             if id is not None:
                 return id
         return None
 
-    def find_rewritten(self, scope: str, messages: list[dict]) -> str | None:
-        """The session of ``scope`` whose conversation starts as ``messages`` do (the most
+    def find_rewritten(self, scope: str, prints: list[str]) -> str | None:
+        """The session of ``scope`` whose conversation starts as ``prints`` do (the most
         recently used of them): the one a client-named conversation rewrote."""
-        if not messages:
+        if not prints:
             return None
-        return self.starts.get(chain(scope, [fingerprint(messages[0])])[0])
+        return self.starts.get(chain(scope, prints[:1])[0])
 
     def remember(self, id: str, scope: str, prints: list[str]) -> None:
         """``id``'s conversation is now ``prints`` (after a request): index it there."""
-        self.forget(id)
+        self.forget(id, held=False)
         if prints:
             keys = chain(scope, prints)
             self.sessions[keys[-1]] = id
@@ -92,18 +103,61 @@ class ConversationIndex:
             while len(self.keys) > self.max_sessions:
                 self.forget(next(iter(self.keys)))
 
-    def forget(self, id: str) -> None:
+    def hold(self, id: str, scope: str, prints: list[str], until: float = float("inf")) -> str | None:
+        """A request of ``id`` whose conversation is ``prints`` is in flight: it is found there
+        too until ``release`` (or, in a shared file, ``until``: a process that died mid-request
+        holds nothing for long). Returns the key to release."""
+        if not prints:
+            return None
+        keys = chain(scope, prints)
+        entry = self.held.setdefault(keys[-1], [id, 0, until, keys[0]])
+        entry[0], entry[1], entry[2] = id, entry[1] + 1, max(entry[2], until)
+        self.starts.setdefault(keys[0], id)
+        return keys[-1]
+
+    def release(self, key: str | None) -> None:
+        entry = self.held.get(key)
+        if entry is not None:
+            entry[1] -= 1
+            if entry[1] <= 0:
+                self.drop_held(key)
+
+    def drop_held(self, key: str) -> None:
+        id, _, _, start = self.held.pop(key)
+        if self.starts.get(start) == id and self.keys.get(id, (None, None))[1] != start:
+            del self.starts[start]  # only the request had made it a start
+
+    def forget(self, id: str, held: bool = True) -> None:
         key, start = self.keys.pop(id, (None, None))
         if key is not None and self.sessions.get(key) == id:
             del self.sessions[key]
         if start is not None and self.starts.get(start) == id:
             del self.starts[start]
+        if held:  # requests in flight are few: a scan
+            for key in [key for key, entry in self.held.items() if entry[0] == id]:
+                self.drop_held(key)
+
+    def state(self, now: float) -> dict:
+        """What a shared index file holds (held keys past their time left out)."""
+        return {"keys": [[id, key, start] for id, (key, start) in self.keys.items()],
+                "held": {key: entry for key, entry in self.held.items() if entry[2] > now},
+                "starts": self.starts}
+
+    @classmethod
+    def from_state(cls, state: dict, now: float) -> ConversationIndex:
+        index = cls()
+        for id, key, start in state.get("keys", []):
+            index.sessions[key], index.keys[id] = id, (key, start)
+        index.starts = dict(state.get("starts", {}))
+        index.held = {key: entry for key, entry in state.get("held", {}).items() if entry[2] > now}
+        return index
 
     def __len__(self) -> int:
         return len(self.keys)
 
 
 if __name__ == "__main__":
+    from arc_vllm.core.transcript import fingerprint
     from arc_vllm.serving.conversation_keys import caller_of
 
     index = ConversationIndex()
@@ -111,6 +165,7 @@ if __name__ == "__main__":
     first = [{"role": "user", "content": "Fix the tests."}]
     index.remember("sess_1", caller, [fingerprint(message) for message in first])
     later = first + [{"role": "assistant", "content": "ls"}, {"role": "user", "content": "a.py"}]
-    print("continues:", index.find(caller, later))
-    print("another caller:", index.find(caller_of({"authorization": "Bearer team-b"}, None), later))
-    print("edited history:", index.find(caller, [{"role": "user", "content": "Fix the build."}]))
+    print("continues:", index.find(caller, [fingerprint(message) for message in later]))
+    print("another caller:", index.find(caller_of({"authorization": "Bearer team-b"}, None),
+                                        [fingerprint(message) for message in later]))
+    print("edited history:", index.find(caller, [fingerprint({"role": "user", "content": "Fix the build."})]))

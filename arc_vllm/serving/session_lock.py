@@ -4,13 +4,21 @@ Shared sessions (several API servers, or engine replicas, over one ``--arc-store
 served by one process at a time: the lock is held for the whole request, so two requests of
 one session never interleave, whichever processes they reach. The OS drops the lock when its
 holder dies, so a replica that crashes hands its sessions on without anyone clearing it.
+
+A request waits for a lock on the event loop (``take_async``: tried without blocking, again
+every ``POLL_S``), never in a worker thread: a process's few worker threads all waiting for a
+lock whose holder needs one of them to finish would wait for each other until the timeout.
 """
 
 from __future__ import annotations
 
+import asyncio
+import time
 from pathlib import Path
 
 import filelock
+
+POLL_S = 0.02  # how often a request waiting for a lock tries it again
 
 
 class SessionBusy(TimeoutError):
@@ -27,3 +35,18 @@ def take(path: Path, timeout_s: float) -> filelock.BaseFileLock:
         raise SessionBusy(f"{path.parent.name}: served by another process for more "
                           f"than {timeout_s:.0f} s") from None
     return lock
+
+
+async def take_async(path: Path, timeout_s: float) -> filelock.BaseFileLock:
+    """``take``, waiting on the event loop instead of in a thread."""
+    lock = filelock.FileLock(path, timeout=0, thread_local=False)
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            lock.acquire(timeout=0)
+            return lock
+        except filelock.Timeout:
+            if time.monotonic() >= deadline:
+                raise SessionBusy(f"{path.parent.name}: served by another process for more "
+                                  f"than {timeout_s:.0f} s") from None
+            await asyncio.sleep(POLL_S)

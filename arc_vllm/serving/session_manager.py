@@ -29,15 +29,18 @@ import asyncio
 import contextlib
 import json
 import logging
+import os
 import re
 import secrets
 import shutil
 import time
 from collections import OrderedDict
+from dataclasses import dataclass
 from pathlib import Path
 
 from arc_vllm.core.config import ArcConfig
-from arc_vllm.serving.conversation_index import ConversationIndex, client_scope
+from arc_vllm.core.transcript import fingerprints
+from arc_vllm.serving.conversation_index import ConversationIndex, chain, client_scope
 from arc_vllm.serving.conversation_keys import is_text
 from arc_vllm.serving import session_lock
 from arc_vllm.serving.ownership import allows
@@ -54,6 +57,35 @@ def repaired_client_id(client_id, folder: Path):
         return client_id.encode("utf-8", "backslashreplace").decode("utf-8")
     return client_id
 MAX_ENDED = 65536  # ended session ids remembered (for 410), most recent
+INDEX_FOLDER = ".conversations"  # shared sessions' conversation index, a file per conversation start
+HELD_S = 600.0  # a shared index's hold on a request's conversation lasts at most this long
+SHARED_PER_START = 256  # sessions a shared index file holds, the most recently remembered
+
+
+@dataclass(frozen=True)
+class Routed:
+    """An implicit request's session, and the index key it holds while in flight."""
+
+    id: str
+    scope: str
+    prints: list[str]
+    held: str | None
+
+
+def read_index(path: Path) -> ConversationIndex:
+    try:
+        state = json.loads(path.read_text())
+    except (OSError, ValueError):  # none yet (or unreadable: rebuilt from the next requests)
+        state = {}
+    index = ConversationIndex.from_state(state, time.time())
+    index.max_sessions = SHARED_PER_START
+    return index
+
+
+def write_index(path: Path, index: ConversationIndex) -> None:
+    temporary = path.with_suffix(".tmp")
+    temporary.write_text(json.dumps(index.state(time.time())))
+    os.replace(temporary, path)
 SESSION_ID = re.compile(r"sess_[0-9a-f]{24}")  # what ``create`` gives; nothing else names a folder
 
 
@@ -102,7 +134,7 @@ class SessionManager:
                     if self.stored(folder.name):
                         session = self.load(folder)
                         self.sessions[session.id] = session
-                        self.remember(session)
+                        self.index(session)
             self.sweep()
 
     def stored(self, id) -> Path | None:
@@ -169,24 +201,82 @@ class SessionManager:
 
     # ---- implicit sessions (conversation_index.py) --------------------------------------
 
-    def for_conversation(self, messages: list[dict], caller: str, client_id: str | None = None,
-                         who=None) -> str:
-        """The id of the implicit session ``messages`` continue, or of a new one. With the
-        client's own conversation id, in that id's scope, where a rewritten history continues
-        its session too (``conversation_index.py``)."""
+    async def for_conversation(self, messages: list[dict], caller: str, client_id: str | None = None,
+                               who=None) -> Routed:
+        """The implicit session ``messages`` continue, or a new one, for one request that holds
+        it (``Routed``: pass it to ``remember`` when the request ends). With the client's own
+        conversation id, in that id's scope, where a rewritten history continues its session
+        too (``conversation_index.py``). Finding and creating are one step per conversation:
+        within this process (nothing is awaited between them), and with shared sessions
+        across processes too, under the lock of the conversation start's index file."""
         scope = client_scope(caller, client_id)
-        for find in (self.implicit.find, self.implicit.find_rewritten if client_id else None):
-            id = find(scope, messages) if find else None
-            if id is not None and (id in self.sessions or self.stored(id)):
-                return id
-            if id is not None:  # ended meanwhile: the conversation starts a new session
-                self.implicit.forget(id)
-        return self.create(caller=scope, client_id=client_id, who=who).id
+        prints = fingerprints(messages)
+        if not self.shared or not prints:
+            return self.route(self.implicit, scope, prints, client_id, who)
+        path = self.index_file(scope, prints)
+        lock = await session_lock.take_async(path.with_suffix(".lock"), self.lock_timeout_s)
+        try:
+            index = read_index(path)
+            routed = self.route(index, scope, prints, client_id, who, until=time.time() + HELD_S)
+            write_index(path, index)
+        finally:
+            lock.release()
+        return routed
 
-    def remember(self, session: Session) -> None:
-        """After a request: an implicit session is found by its conversation as it is now."""
+    def route(self, index: ConversationIndex, scope: str, prints: list[str], client_id, who,
+              until: float = float("inf")) -> Routed:
+        id = None
+        for find in (index.find, index.find_rewritten if client_id else None):
+            id = find(scope, prints) if find else None
+            if id is not None and (id in self.sessions or self.stored(id)):
+                break
+            if id is not None:  # ended meanwhile: the conversation starts a new session
+                index.forget(id)
+                id = None
+        if id is None:
+            id = self.create(caller=scope, client_id=client_id, who=who).id
+        return Routed(id, scope, prints, index.hold(id, scope, prints, until))
+
+    def index_file(self, scope: str, prints: list[str]) -> Path:
+        """The shared index file of the conversations of ``scope`` that start as ``prints``."""
+        folder = self.store_dir / INDEX_FOLDER
+        folder.mkdir(exist_ok=True)
+        return folder / f"{chain(scope, prints[:1])[0]}.json"
+
+    async def remember(self, session: Session | None, routed: Routed | None = None) -> None:
+        """After a request: an implicit session is found by its conversation as it is now, and
+        the request's hold on the conversation it was routed by ends (``session`` None: only
+        that, for a request that never had its session)."""
+        if (session is None or session.caller is None) and routed is None:
+            return
+        if not self.shared:
+            if session is not None:
+                self.index(session)
+            if routed is not None:
+                self.implicit.release(routed.held)
+            return
+        await self.remember_shared(session, routed)
+
+    def index(self, session: Session) -> None:
         if session.caller is not None:
             self.implicit.remember(session.id, session.caller, session.fingerprints)
+
+    async def remember_shared(self, session: Session | None, routed: Routed | None) -> None:
+        updates = {}  # index file -> what changes in it
+        if session is not None and session.caller is not None and session.fingerprints:
+            updates[self.index_file(session.caller, session.fingerprints)] = [True, None]
+        if routed is not None and routed.held is not None:
+            updates.setdefault(self.index_file(routed.scope, routed.prints), [False, None])[1] = routed.held
+        for path, (now_at, held) in updates.items():
+            lock = await session_lock.take_async(path.with_suffix(".lock"), self.lock_timeout_s)
+            try:
+                index = read_index(path)
+                if now_at:
+                    index.remember(session.id, session.caller, session.fingerprints)
+                index.release(held)
+                write_index(path, index)
+            finally:
+                lock.release()
 
     # ---- sessions end -------------------------------------------------------------------
 
@@ -282,6 +372,13 @@ class SessionManager:
             self.remember_ended(id, why)
             metrics.UNLOADED.labels(reason="retention").inc()
             logger.info("ARC session %s removed from the store (%s)", id, why)
+        # A shared index file unused as long names only sessions gone or found by id alone.
+        for path in (self.store_dir / INDEX_FOLDER).glob("*.json") if self.shared else ():
+            try:
+                if time.time() - path.stat().st_mtime > self.store_retention_s:
+                    path.unlink()
+            except OSError:  # replaced or removed by another process meanwhile
+                pass
         self.store_bytes = total
 
     def remember_ended(self, id: str, why: str) -> None:
@@ -331,8 +428,7 @@ class SessionManager:
         folder = self.folder_of(id)
         self.in_use[id] = self.in_use.get(id, 0) + 1
         try:
-            lock = await asyncio.to_thread(session_lock.take, folder / "session.lock",
-                                           self.lock_timeout_s)
+            lock = await session_lock.take_async(folder / "session.lock", self.lock_timeout_s)
             try:
                 session = await asyncio.to_thread(self.check_out, id, folder)
                 try:
