@@ -5,7 +5,9 @@ the plumbing tests; the embedded SmolLM2 serves the in-server recall loop.
 """
 
 import json
+import shutil
 import urllib.error
+from pathlib import Path
 import urllib.request
 
 import pytest
@@ -15,6 +17,9 @@ from arc_vllm.model_prep import default_model_dir, prepare_tiny
 from arc_vllm.serving.local import Server
 from tests.helpers.conversations import TOOLS, tool_turn, visible_id
 from tests.helpers.http_calls import call, stream_events, streamed_text
+
+# A session folder written before conversation ids were checked (tests/fixtures/stored_sessions).
+OLD_SESSION = Path(__file__).parent / "fixtures" / "stored_sessions" / "sess_12cbdf4b2533c17fc42f5f83"
 
 pytestmark = pytest.mark.slow
 
@@ -289,8 +294,13 @@ def test_durable_sessions_survive_kill_9(tmp_path):
         before = reply.model_extra["arc"]["views"][-1][:-1]
     finally:
         server.kill()
+    # Beside it, a session stored by earlier code with a client id that is not valid text.
+    shutil.copytree(OLD_SESSION, store_dir / OLD_SESSION.name)
     server = Server(model, tmp_path / "second.log", "--arc-store-dir", str(store_dir)).wait()
     try:
+        status, listed = call(server.base, "GET", "/v1/arc/sessions")
+        assert status == 200
+        assert {row["id"]: row["client_id"] for row in listed["sessions"]}[OLD_SESSION.name] == "\\ud800bad"
         status, info = call(server.base, "GET", f"/v1/arc/sessions/{session['id']}")
         assert status == 200 and info["observations"] == 4 and info["durable"]
         assert info["requests"] == 4  # the session's counts came back too, not only its store

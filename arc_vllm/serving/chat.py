@@ -61,11 +61,7 @@ def check_body(body: dict, request_class=None, held: int = 0) -> None:
     (``request_class``, vLLM's ``ChatCompletionRequest`` by default), its errors named by
     field. A ``SessionError`` (400) for the first problems. ``held``: the request carries a
     compaction handle standing for that many messages, so it may send no new one."""
-    if not isinstance(body, dict) or not isinstance(body.get("messages"), list) or not (body["messages"] or held):
-        raise SessionError("messages: a non-empty list is required")
-    for index, message in enumerate(body["messages"]):
-        if not isinstance(message, dict) or not isinstance(message.get("role"), str):
-            raise SessionError(f"messages[{index}]: must be an object with a role")
+    check_messages(body, held)
     n = body.get("n")
     if n is not None and (not isinstance(n, int) or isinstance(n, bool) or n < 1):
         raise SessionError("n: must be a positive integer")
@@ -73,6 +69,16 @@ def check_body(body: dict, request_class=None, held: int = 0) -> None:
         from vllm.entrypoints.openai.chat_completion.protocol import ChatCompletionRequest as request_class
     tools = body.get("tools")  # as ARC may serve it: its own tools beside the client's
     engine_request(request_class, **dict(body, tools=list(tools) + ARC_TOOLS) if isinstance(tools, list) else body)
+
+
+def check_messages(body: dict, held: int = 0) -> None:
+    """What ARC reads of every chat body before anything else: messages to archive, each an
+    object with a role (``held``: a compaction handle stands for that many, so none may be new)."""
+    if not isinstance(body, dict) or not isinstance(body.get("messages"), list) or not (body["messages"] or held):
+        raise SessionError("messages: a non-empty list is required")
+    for index, message in enumerate(body["messages"]):
+        if not isinstance(message, dict) or not isinstance(message.get("role"), str):
+            raise SessionError(f"messages[{index}]: must be an object with a role")
 
 
 def engine_request(request_class, **fields):

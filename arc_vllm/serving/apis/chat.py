@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from arc_vllm.core.transcript import content_text
 from arc_vllm.serving.apis import ConversationAPI, Declined, Translation
+from arc_vllm.serving.chat import check_messages
 from arc_vllm.serving.conversation_keys import CHAT
 
 
@@ -17,6 +18,7 @@ class ChatAPI(ConversationAPI):
     paths = ("/v1/chat/completions",)
 
     async def translate(self, body: dict, app, headers: dict[str, str]) -> Translation:
+        check_messages(body)  # the shape the route reads before the ARC path runs (handles, turns)
         return Translation(body)
 
     def declines(self, body: dict) -> None:

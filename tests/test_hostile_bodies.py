@@ -1,0 +1,127 @@
+"""Every body gets a status (issue 36), as a property over random bodies (hypothesis) on the
+three agent APIs and ARC's own session route, against the shared ARC server on the tiny model:
+a valid request of each API, then one to three fields anywhere in it (the top level, a message
+or item, a content block, a tool call) set to any JSON value (huge and negative numbers,
+NaN and Infinity, lone surrogates and control characters, nested lists and objects, the wrong
+type), removed, or added. Whatever comes:
+
+- the status is never a 5xx (nor a streamed answer's error event of one);
+- a 4xx is in the API's own error form, and leaves everything stored as it was: the session
+  the request named (its requests, observations and turns) and the list of sessions (no
+  implicit session was made for it).
+
+    pytest tests/test_hostile_bodies.py
+"""
+
+import json
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tests.helpers.agent_steps import step
+from tests.helpers.api_calls import call, model_of
+
+pytestmark = pytest.mark.slow
+
+TEXT = st.text(st.characters(codec=None, exclude_categories=()), max_size=12)  # lone surrogates too
+NUMBERS = st.one_of(st.integers(), st.sampled_from([0, -1, 2 ** 31, 2 ** 63, 10 ** 30, 10 ** 400]),
+                    st.floats(allow_nan=True, allow_infinity=True))
+LEAVES = st.one_of(st.none(), st.booleans(), NUMBERS, TEXT)
+VALUES = st.recursive(LEAVES, lambda inner: st.one_of(st.lists(inner, max_size=3),
+                                                      st.dictionaries(TEXT, inner, max_size=3)), max_leaves=8)
+FIELDS = ["model", "messages", "input", "max_tokens", "max_output_tokens", "max_completion_tokens", "stream",
+          "n", "tools", "tool_choice", "temperature", "top_p", "stop", "system", "instructions", "metadata",
+          "user", "safety_identifier", "prompt_cache_key", "previous_response_id", "context_management",
+          "stream_options", "vllm_xargs", "logprobs", "top_logprobs", "min_tokens", "thinking", "reasoning",
+          "response_format", "text", "store", "session_id", "seed", "role", "content", "type", "id",
+          "call_id", "tool_use_id", "tool_call_id", "name", "arguments", "output", "function", "input"]
+# A generation this long would only slow the property down (the tiny model writes any length
+# asked for): a valid length above it is set back to 2.
+LONGEST = 4
+LENGTHS = {"max_tokens", "max_output_tokens", "max_completion_tokens", "n", "min_tokens", "top_logprobs"}
+
+
+def places(value, path=()):
+    """Every object or list inside ``value`` (where a field may be set), with its path."""
+    if isinstance(value, (dict, list)):
+        yield path, value
+        for key, item in (value.items() if isinstance(value, dict) else enumerate(value)):
+            yield from places(item, path + (key,))
+
+
+@st.composite
+def mutated(draw, api: str, model: str):
+    path, body, headers = step(api, None, [draw(st.sampled_from(["a.py\nb.py", "ok", "x" * 300]))], model,
+                               stream=draw(st.booleans()))
+    for _ in range(draw(st.integers(1, 3))):
+        where, target = draw(st.sampled_from(list(places(body))))
+        action = draw(st.sampled_from(["set", "set", "remove", "replace"]))
+        if isinstance(target, dict):
+            key = draw(st.one_of(st.sampled_from(FIELDS), TEXT))
+            if action == "remove":
+                target.pop(key, None)
+            else:
+                target[key] = draw(VALUES)
+        elif target:
+            index = draw(st.integers(0, len(target) - 1))
+            if action == "remove":
+                del target[index]
+            else:
+                target[index] = draw(VALUES)
+    for name in LENGTHS & set(body):
+        value = body[name]
+        if isinstance(value, int) and not isinstance(value, bool) and LONGEST < value <= 10 ** 6:
+            body[name] = 2
+    return path, body, headers
+
+
+def state(server, sid: str) -> tuple:
+    described = call(server.base, "GET", f"/v1/arc/sessions/{sid}")[1]
+    listed = call(server.base, "GET", "/v1/arc/sessions")[1]["sessions"]
+    return described["requests"], described["observations"], described["turns"], len(listed)
+
+
+def check(server, path: str, body: dict, headers: dict, sid: str) -> None:
+    before = state(server, sid)
+    raw = json.dumps(body, ensure_ascii=False).encode("utf-8", "surrogatepass")  # NaN, surrogates and all
+    status, answer, _ = call(server.base, "POST", path, headers=headers, raw=raw)
+    assert status < 500, (status, answer)
+    if status >= 400:
+        anthropic = path.startswith("/v1/messages")
+        assert (answer.get("type") == "error" if anthropic else isinstance(answer.get("error"), dict)), answer
+        assert state(server, sid) == before, (status, answer)
+    elif isinstance(answer, str):  # a streamed answer: no failure of ARC's inside
+        assert '"internal_error"' not in answer and '"code": 500' not in answer, answer[-500:]
+
+
+@pytest.fixture(scope="module")
+def named(arc_server):
+    """A session with an observation in it, that the explicit requests name."""
+    model = model_of(arc_server)
+    path, body, _ = step("chat", None, ["stored before\n" * 20], model)
+    status, answer, _ = call(arc_server.base, "POST", path, body)
+    assert status == 200
+    return model, answer["arc"]["session"]
+
+
+@pytest.mark.parametrize("api", ["chat", "messages", "responses"])
+@settings(max_examples=45)
+@given(data=st.data())
+def test_no_body_gets_a_5xx_and_a_4xx_changes_nothing(arc_server, named, api, data):
+    model, sid = named
+    path, body, headers = data.draw(mutated(api, model))
+    explicit = data.draw(st.booleans())
+    check(arc_server, path, body, {**headers, "X-ARC-Session": sid} if explicit else headers, sid)
+
+
+@settings(max_examples=30)
+@given(budgets=VALUES, extra=st.dictionaries(TEXT, VALUES, max_size=2))
+def test_the_session_route_gives_a_status_to_every_body(arc_server, named, budgets, extra):
+    _, sid = named
+    before = state(arc_server, sid)
+    raw = json.dumps({"budgets": budgets, **extra}, ensure_ascii=False).encode("utf-8", "surrogatepass")
+    status, answer, _ = call(arc_server.base, "POST", "/v1/arc/sessions", raw=raw)
+    assert status in (201, 400), (status, answer)
+    if status == 400:
+        assert state(arc_server, sid) == before
