@@ -16,7 +16,7 @@ from openai import APIStatusError, OpenAI
 
 from arc_vllm.model_prep import prepare_tiny
 from arc_vllm.serving.local import Server
-from tests.helpers.agent_steps import APIS, step
+from tests.helpers.agent_steps import APIS, drop_after, step
 from tests.helpers.api_calls import call, log
 from tests.helpers.http_calls import stream_events
 from tests.helpers.processes import processes_titled
@@ -99,7 +99,8 @@ def test_the_agent_apis_route_by_session_through_the_front(cluster):
 @pytest.mark.parametrize("api", APIS)
 def test_callers_and_one_conversation_per_session_through_the_front(cluster, api):
     """Behind the front, as on one server: 20 requests of one conversation at once (half
-    streamed) make one session, on one replica, with every observation once; another key
+    streamed) make one session, on one replica, with every observation once, and so do steps
+    sent the moment the last one's stream was dropped; another key
     reaches it by no name (header, vllm_xargs, previous_response_id) and reads nothing of it;
     the operator's key lists it."""
     base = cluster.base
@@ -130,6 +131,15 @@ def test_callers_and_one_conversation_per_session_through_the_front(cluster, api
     for route in (f"/v1/arc/sessions/{sid}", f"/v1/arc/sessions/{sid}/view", f"/v1/arc/sessions/{sid}/search?q=log"):
         assert call(base, "GET", route, headers=other)[0] == 404
         assert call(base, "GET", route, headers=KEY_A)[0] == 200
+    # Streams dropped after 4 events, each step sent the moment the last was dropped: one session.
+    dropped = f"ray-dropped-{api}"
+    for count in range(1, 5):
+        path, body, headers = step(api, dropped, observations[:count], model, stream=True, max_tokens=48)
+        assert drop_after(base, path, body, {**KEY_A, **headers}, events=4) == 4
+    path, body, headers = step(api, dropped, observations[:4], model)
+    assert call(base, "POST", path, body, {**KEY_A, **headers})[0] == 200
+    listed = call(base, "GET", "/v1/arc/sessions", headers={"Authorization": "Bearer ops"})[1]["sessions"]
+    assert [row["observations"] for row in listed if row.get("client_id") == dropped] == [4]
     if api == "responses":
         rid = next(answer["id"] for status, answer in answers if isinstance(answer, dict) and "id" in answer)
         status, _, _ = call(base, "POST", "/v1/responses", {"model": model, "input": "x", "max_output_tokens": 2,
