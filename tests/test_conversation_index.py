@@ -140,3 +140,33 @@ def test_a_request_in_flight_is_found_by_its_conversation_until_released(recorde
     dead = ConversationIndex()
     dead.hold("sess_c", caller, prints(recorded), until=10.0)
     assert ConversationIndex.from_state(dead.state(now=0.0), now=11.0).find(caller, prints(recorded)) is None
+
+
+@given(st.lists(st.tuples(st.sampled_from(["extend", "resend", "edit", "shorten", "other"]), MESSAGES),
+                min_size=1, max_size=12), st.integers(1, 3))
+def test_seen_conversations_fingerprint_and_chain_as_a_whole_pass_would(requests, max_conversations):
+    """``SeenConversations`` (a resent conversation fingerprinted only past what was seen):
+    over random sequences of requests (a conversation extended, resent, edited, cut short, or
+    another one), its fingerprints and chained keys are those computed from scratch, for
+    every request, under a bound of 1 to 3 conversations kept; another caller's entry is
+    never the one consulted."""
+    from arc_vllm.serving.conversation_index import chain
+    from arc_vllm.serving.seen_conversations import SeenConversations
+
+    seen = SeenConversations(max_conversations=max_conversations)
+    conversation = []
+    for action, messages in requests:
+        if action == "extend" or not conversation:
+            conversation = conversation + messages
+        elif action == "edit":
+            conversation = conversation[:-1] + messages
+        elif action == "shorten":
+            conversation = conversation[:max(1, len(conversation) // 2)]
+        elif action == "other":
+            conversation = messages
+        sent = json.loads(json.dumps(conversation))  # as a client resends it: equal, not the same objects
+        for caller in ("a", "b"):
+            got = seen.prints(sent, caller, size=len(json.dumps(sent)))
+            assert got == prints(sent)
+            assert seen.keys(caller, got) == chain(caller, got)
+        assert len(seen.prints_of) <= max_conversations and len(seen.keys_of) <= max_conversations

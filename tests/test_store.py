@@ -87,3 +87,31 @@ def test_huge_observation_round_trips_without_extra_copies():
     assert store.get(record.id).content is body  # the store keeps the caller's text, no copy
     assert current < 1_000_000  # what stays allocated is metadata, not a second body
     assert record.lines == 100_000
+
+
+def test_the_archive_grows_by_the_payload_only(tmp_path):
+    """The paper's fourth guarantee: a new observation adds its payload (and its record) to the
+    durable file; the same observation again adds no payload, only its occurrence record, so
+    the file grows by the same small amount whatever the body's size."""
+    store = ObsStore.open(tmp_path / "store.arc")
+    path = tmp_path / "store.arc"
+    sizes = [path.stat().st_size]
+    body = "line of a long log\n" * 5000
+    store.append("cat big.log", body, step=1)
+    sizes.append(path.stat().st_size)
+    store.append("cat big.log", body, step=2)
+    sizes.append(path.stat().st_size)
+    store.append("cat big.log", body, step=3)
+    sizes.append(path.stat().st_size)
+    store.append("cat small.log", "x", step=4)
+    sizes.append(path.stat().st_size)
+    store.append("cat small.log", "x", step=5)
+    sizes.append(path.stat().st_size)
+    new, again, again_2, new_small, again_small = [b - a for a, b in zip(sizes, sizes[1:])]
+    assert new >= len(body.encode())  # the payload, once
+    assert again == again_2 == again_small < 200  # an occurrence record, the same for any body
+    assert new_small >= 1 and new - len(body.encode()) <= new_small + 100
+    assert store.num_payload_bytes == len(body.encode()) + 1
+    store.close()
+    reopened = ObsStore.open(path)
+    assert reopened.history() == [body] * 3 + ["x"] * 2

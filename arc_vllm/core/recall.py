@@ -185,7 +185,9 @@ class RecallController:
 
 
 def recall_all(controller: RecallController, id: str) -> str:
-    """The stored body rebuilt through recall responses alone (chunk by chunk)."""
+    """The stored body as recall serves it: the chunks that ``_recall §id chunk k`` answers
+    carry (``chunks``, each exactly the text a view then shows), joined. Replay's "recovered
+    exactly" compares this with the observation the agent saw."""
     return "".join(controller.chunks(id))
 
 

@@ -38,7 +38,9 @@ from arc_vllm.core.turn import CHAT, REACT, TOOL, ToolCall
 
 def fingerprint(message: dict) -> str:
     canonical = json.dumps(message, sort_keys=True, ensure_ascii=False, default=str)
-    return hashlib.sha1(canonical.encode()).hexdigest()[:16]
+    # Any JSON a client sends has a fingerprint (a lone surrogate too: the 400 for it is the
+    # validation's, in the API's own form, not an encoding error here).
+    return hashlib.sha1(canonical.encode("utf-8", "surrogatepass")).hexdigest()[:16]
 
 
 # The content parts vLLM reads as text (``renderers/chat_utils.TEXT_PART_TYPES``).
@@ -128,6 +130,19 @@ def fingerprints(messages: list[dict]) -> list[str]:
     return [fingerprint(message) for message in messages]
 
 
+def common_prefix(items: list, known: list) -> int:
+    """How many leading items of ``items`` equal ``known``'s, compared by value. One C-level
+    comparison when ``items`` extends ``known`` (a conversation resent whole), so a client that
+    resends its history pays no Python work per message it has sent before."""
+    shared = min(len(items), len(known))
+    if items[:shared] == known[:shared]:
+        return shared
+    same = 0
+    while items[same] == known[same]:
+        same += 1
+    return same
+
+
 def take_in(messages: list[dict], known: list[str], has_prefix: bool, prints: list[str] | None = None,
             held: int = 0) -> NewItems:
     """What in ``messages`` is new for a session that has taken in ``known``. ``held``: the
@@ -136,10 +151,7 @@ def take_in(messages: list[dict], known: list[str], has_prefix: bool, prints: li
     starts with them."""
     prints = known[:held] + fingerprints(messages) if prints is None else prints
     if known and prints[:1] == known[:1]:
-        same = 0
-        while same < min(len(known), len(prints)) and prints[same] == known[same]:
-            same += 1
-        same = max(same, held)
+        same = max(common_prefix(prints, known), held)
         fresh, start = messages[same - held:], same
         taken = known[:same] + prints[same:] if same == len(known) else known + prints[same:]
     else:

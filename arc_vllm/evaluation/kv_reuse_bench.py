@@ -50,7 +50,7 @@ from arc_vllm.kv.extra_args import ArcExtraArgs
 from arc_vllm.kv.warmup import WarmupPlanner
 from arc_vllm.replay.importers import read_all
 from arc_vllm.replay.replay import apply_step, start_context
-from arc_vllm.vllm_compat import engine_connector, worker_connector
+from arc_vllm.vllm_compat import cpu_flags, engine_connector, worker_connector
 
 logger = logging.getLogger(__name__)
 
@@ -204,22 +204,15 @@ def niah_accuracy(backend, out: Path, reuse: bool, tasks: int, max_calls: int, c
             "wall_s": round(time.perf_counter() - started, 1)}
 
 
-CPU_FLAGS = ("avx2", "avx512f", "avx512_bf16", "amx_tile", "amx_bf16", "amx_int8")
-
-
 def machine(llm) -> dict:
     """What the figures depend on: the KV layout the engine chose, the dtype, the CPU's flags,
     and the KV-reuse connector's start-up layout check (its worker runs in this process)."""
     config = llm.llm_engine.vllm_config
     layers = config.compilation_config.static_forward_context.values()
     isas = sorted({getattr(layer, "isa", None) or "gpu" for layer in layers if hasattr(layer, "kv_cache")})
-    try:
-        words = set(Path("/proc/cpuinfo").read_text().split())
-    except OSError:
-        words = set()
     checks = worker_connector().checks
     return {"isa": ",".join(isas), "dtype": str(config.model_config.dtype).replace("torch.", ""),
-            "cpu_flags": [flag for flag in CPU_FLAGS if flag in words], "kv_reuse_check": checks}
+            "cpu_flags": cpu_flags(), "kv_reuse_check": checks}
 
 
 def force_attention_isa(isa: str) -> None:

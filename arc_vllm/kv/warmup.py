@@ -14,8 +14,8 @@ the new text up to where the next run starts, its whole blocks join the prefix c
 worker keeps its last partial block. The real request is the last stage. The planner replays
 the connector's claims per session (``claims.ClaimReplay``), so it knows which runs' KV was
 already moved ``max_moves`` times: no stage is sent for a run the connector would not claim
-(on the sample at the defaults, 21 of 59 stages claimed nothing before, and the movable rest
-of a chain such a run began went unclaimed). The replay assumes every planned claim was
+(without the replay such stages claimed nothing, and the movable rest of a chain such a run
+began went unclaimed; docs/kv-reuse.md has the figures and their command). The replay assumes every planned claim was
 made; where the engine claimed less (a session dropped from host memory), a stage may be
 skipped that could have claimed, never a wrong answer. ``recompute_tokens`` makes every claimed run
 start that many tokens in, so its first tokens are computed, seeing the new text before them
@@ -48,7 +48,7 @@ logger = logging.getLogger(__name__)
 @dataclass(frozen=True)
 class Stage:
     session: str
-    prompt: list[int]  # the view's first tokens, to a block boundary
+    prompt: list[int]  # the view's first tokens, to the stage's boundary (``ClaimReplay.stages``)
     extra_args: dict  # the request's ARC keys: the session, not saved, recompute_tokens
 
 

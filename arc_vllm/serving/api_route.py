@@ -21,6 +21,8 @@ the error form of the API whose route the request came to.
 from __future__ import annotations
 
 import contextlib
+import functools
+import time
 
 from fastapi import Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
@@ -65,6 +67,7 @@ class ArcRoute(BaseRoute):
             chunks.append(message.get("body", b""))
             more = message.get("more_body", False)
         raw = b"".join(chunks)
+        received = time.perf_counter()  # the route's own time (parse, translate, route) from here
         replayed = False
 
         async def replay():
@@ -91,12 +94,13 @@ class ArcRoute(BaseRoute):
             if sid is None:  # not JSON: vLLM's own answer, as without --arc
                 return await plain()
             raise SessionError("body: must be a JSON object")
-        response = await self.handle_arc(Request(scope, replay), body, headers, sid)
+        response = await self.handle_arc(Request(scope, replay), body, headers, sid, received, len(raw))
         if response is None:  # a request naming no session that ARC does not take
             return await plain()
         await response(scope, replay, send)
 
-    async def handle_arc(self, request: Request, body: dict, headers: dict, sid) -> Response | None:
+    async def handle_arc(self, request: Request, body: dict, headers: dict, sid,
+                         received: float | None = None, size: int = 0) -> Response | None:
         app, api = request.app, self.api
         if sid is not None and not isinstance(sid, str):
             raise SessionError("vllm_xargs.arc_session: must be a session id string")
@@ -110,7 +114,7 @@ class ArcRoute(BaseRoute):
         try:
             if implicit and not api.carries_handle(body):
                 api.declines(body)
-            translation = await api.translate(body, app, headers)
+            translation = await api.translate(body, app, headers, size)
         except Declined:
             return None
         manager, handles = app.state.arc_sessions, app.state.arc_handles
@@ -126,14 +130,18 @@ class ArcRoute(BaseRoute):
         if implicit and translation.session is not None:
             sid, implicit = translation.session, False  # the API's own reference names it
         routed = None
+        # Each message is fingerprinted once, where it is new (``serving/seen_conversations.py``).
+        prints_of = functools.partial(manager.seen.prints, caller=caller, size=size)
         if implicit:
             routed = await manager.for_conversation(translation.chat["messages"], caller,
-                                                    conversation_of(api.name, headers, body), who=making)
+                                                    conversation_of(api.name, headers, body), who=making,
+                                                    prints=prints_of(translation.chat["messages"]))
             sid = routed.id
         serving, kv_warmup = app.state.openai_serving_chat, getattr(app.state, "arc_kv_warmup", None)
         from vllm.entrypoints.openai.chat_completion.protocol import ChatCompletionRequest
 
-        step = {"held": continued.held, "handoff": continued.handoff, "ask": translation.ask}
+        step = {"held": continued.held, "handoff": continued.handoff, "ask": translation.ask, "received": received,
+                "prints_of": prints_of}
         held = contextlib.AsyncExitStack()  # the session, until the answer has gone out
         try:
             try:

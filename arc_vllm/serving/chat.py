@@ -34,11 +34,12 @@ from dataclasses import dataclass, field, replace
 from pydantic import ValidationError
 
 from arc_vllm.core.errors import is_context_length_error
+from arc_vllm.core.transcript import fingerprints
 from arc_vllm.kv.extra_args import COMPACTION_TURN, ArcExtraArgs
 from arc_vllm.serving import compaction, metrics
 from arc_vllm.serving.conversation_keys import CHAT
 from arc_vllm.serving.processes import REPLICA
-from arc_vllm.serving.sessions import SessionError
+from arc_vllm.serving.sessions import SessionError, new_from
 from arc_vllm.serving.tools import ARC_TOOLS, serve_commands, strip_arc_calls
 
 MAX_REACTIVE_RETRIES = 3
@@ -55,20 +56,35 @@ class EngineError(RuntimeError):
         self.status = status
 
 
-def check_body(body: dict, request_class=None, held: int = 0) -> None:
-    """The one validation of a chat body on the ARC path: what ARC itself needs (messages to
-    archive, each with a role; one choice or several, counted), then vLLM's own request model
-    (``request_class``, vLLM's ``ChatCompletionRequest`` by default), its errors named by
-    field. A ``SessionError`` (400) for the first problems. ``held``: the request carries a
-    compaction handle standing for that many messages, so it may send no new one."""
+def check_body(body: dict, held: int = 0) -> None:
+    """What ARC itself needs of a chat body before its session is held: messages to archive,
+    each with a role, and one choice or several, counted. A ``SessionError`` (400) otherwise.
+    ``held``: the request carries a compaction handle standing for that many messages, so it
+    may send no new one. vLLM's own model checks the rest (``check_request``)."""
     check_messages(body, held)
     n = body.get("n")
     if n is not None and (not isinstance(n, int) or isinstance(n, bool) or n < 1):
         raise SessionError("n: must be a positive integer")
-    if request_class is None:
-        from vllm.entrypoints.openai.chat_completion.protocol import ChatCompletionRequest as request_class
+
+
+def check_request(body: dict, request_class, first_new: int = 0, serving=None) -> None:
+    """vLLM's own request model over a chat body, its errors named by field (a ``SessionError``,
+    400, for the first problems): every field, and the messages from ``first_new`` on, those the
+    session has not taken in before (the ones before were checked when they were new, so a
+    resent history costs nothing here). Then the sampling parameters vLLM would make of it
+    (``temperature`` 3 is refused there), so that such a request stores nothing either."""
+    messages = body["messages"][first_new:] or body["messages"][-1:] or [{"role": "user", "content": ""}]
     tools = body.get("tools")  # as ARC may serve it: its own tools beside the client's
-    engine_request(request_class, **dict(body, tools=list(tools) + ARC_TOOLS) if isinstance(tools, list) else body)
+    fields = dict(body, messages=messages, **({"tools": list(tools) + ARC_TOOLS} if isinstance(tools, list) else {}))
+    request = engine_request(request_class, first_message=first_new, **fields)
+    if hasattr(request, "to_sampling_params"):
+        from vllm.exceptions import VLLMClientError
+
+        try:  # the room vLLM would grant is not known yet: the asked, or any
+            request.to_sampling_params(asked_tokens(body) or 2 ** 20,
+                                       getattr(serving, "default_sampling_params", None) or {})
+        except (ValueError, TypeError, VLLMClientError) as error:
+            raise SessionError(str(error)) from None
 
 
 def check_messages(body: dict, held: int = 0) -> None:
@@ -81,18 +97,29 @@ def check_messages(body: dict, held: int = 0) -> None:
             raise SessionError(f"messages[{index}]: must be an object with a role")
 
 
-def engine_request(request_class, **fields):
+def engine_request(request_class, first_message: int = 0, **fields):
     """vLLM's request model of ``fields``; its validation errors as a ``SessionError`` naming
-    each field (``messages[2].content``), the alternatives of a union told once."""
+    each field (``messages[2].content``), the alternatives of a union told once.
+    ``first_message``: the index the first of ``fields["messages"]`` has in the client's."""
     try:
         return request_class(**fields)
     except ValidationError as error:
         problems = {}
         for problem in error.errors():
-            path = "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in problem["loc"]
+            path = "".join(f"[{part}]" if isinstance(part, int) else f".{part}"
+                           for part in item_path(problem["loc"], first_message)
                            if not (isinstance(part, str) and part[:1].isupper()))  # union members
             problems.setdefault(path.lstrip(".") or "body", problem["msg"])
         raise SessionError("; ".join(f"{path}: {message}" for path, message in list(problems.items())[:3])) from None
+
+
+def item_path(loc, first_item: int) -> list:
+    """A validation error's location (pydantic's ``loc``), its item index as the client numbers
+    its items, where only those from ``first_item`` on were validated."""
+    loc = list(loc)
+    if loc[:1] in (["messages"], ["input"]) and len(loc) > 1 and isinstance(loc[1], int):
+        loc[1] += first_item
+    return loc
 
 
 def engine_tools(body: dict, request_class, arc: bool) -> list[dict] | None:
@@ -128,8 +155,11 @@ class ChatStep:
     the session's lock from ``begin`` until ``end``."""
 
     def __init__(self, body: dict, session, serving, raw_request, request_class, kv_warmup=None,
-                 api: str = CHAT, held: int = 0, handoff: bool = False, ask=None):
+                 api: str = CHAT, held: int = 0, handoff: bool = False, ask=None, received: float | None = None,
+                 prints_of=fingerprints):
         self.body = body
+        self.prints_of = prints_of  # messages -> their fingerprints (``serving/seen_conversations.py``)
+        self.received = received  # when the route had the request's body (its time: ``route_ms``)
         self.held = held          # the session's messages a compaction handle stands for
         self.handoff = handoff    # the messages hold ARC's handoff of this session
         self.ask = ask            # a compaction asked of this request (``serving/compaction.py``)
@@ -149,12 +179,19 @@ class ChatStep:
         self.started = time.perf_counter()
         # ARC's tools are offered once ARC has acted (stubs exist); until then the prompt is
         # the client's own, byte for byte.
+        messages = self.body["messages"]
+        prints = self.prints_of(messages)
+        check_request(self.body, self.request_class, new_from(prints, session.fingerprints, self.held, self.handoff),
+                      self.serving)
         acted = session.context is not None and session.context.has_acted
         with_arc = engine_tools(self.body, self.request_class, True) if acted else None
         self.arc_tools = acted and session.context.fits(with_arc)
         try:
             tools = with_arc if self.arc_tools else engine_tools(self.body, self.request_class, False)
-            self.before_tokens = session.take_in(self.body["messages"], tools, self.held, self.handoff)
+            # Saved once, when the request ends (``end``): the store has every observation
+            # durably already (fsync on append).
+            self.before_tokens = session.take_in(messages, tools, self.held, self.handoff, save=False,
+                                                 prints=prints)
             self.take_in_ms = (time.perf_counter() - self.started) * 1000
         except ValueError as error:
             raise SessionError(f"messages: {error}" if not str(error).startswith("messages")
@@ -313,6 +350,8 @@ class ChatStep:
             # ARC's own time (archiving, rendering, compacting, serving commands), as in the
             # records; the engine's is the rest of the request's.
             "arc_ms": round(own_ms, 2), "engine_ms": round(max(0.0, total_ms - own_ms), 1)}
+        if self.received is not None:  # the route's time before the step: parse, translate, route
+            arc["route_ms"] = round((self.started - self.received) * 1000, 2)
         if REPLICA_NAME:  # an engine of a Ray replica: which one served this
             arc["replica"] = REPLICA_NAME
         if self.ask is not None:
@@ -337,15 +376,17 @@ class ChatStep:
 
 
 async def complete(body: dict, session, serving, raw_request, request_class, kv_warmup=None,
-                   api: str = CHAT, held: int = 0, handoff: bool = False, ask=None) -> dict:
+                   api: str = CHAT, held: int = 0, handoff: bool = False, ask=None,
+                   received: float | None = None, prints_of=fingerprints) -> dict:
     """Run one ARC step for ``session``; returns the response as a JSON-able dict. Raises
     ``SessionError`` for a bad request and ``EngineError`` for an engine error. ``kv_warmup``
     (``serving/kv_warmup.py``, with ``--arc-kv-reuse``) runs before each engine call.
     ``held``, ``handoff``, ``ask``: what the request continues from, and the compaction it asks
     (``serving/compaction.py``); a compaction answered alone calls no engine."""
-    check_body(body, request_class, held)
+    check_body(body, held)
     async with session.lock:
-        step = ChatStep(body, session, serving, raw_request, request_class, kv_warmup, api, held, handoff, ask)
+        step = ChatStep(body, session, serving, raw_request, request_class, kv_warmup, api, held, handoff, ask,
+                        received, prints_of)
         step.begin()
         if ask is not None and ask.alone:
             return compaction.response(step, body.get("model") or "")
@@ -384,15 +425,17 @@ def preview_tokens(body: dict, session, request_class) -> tuple[int, int]:
     """The tokens of the view a request would get as the first of ``session`` (a throwaway
     one: nothing is kept), as ``ChatStep`` renders it, ARC's tools included where offered; and
     the conversation's own size as ARC counts it."""
-    check_body(body, request_class)
+    check_body(body)
     step = ChatStep(body, session, None, None, request_class)
     step.begin()
     return step.next_view().tokens, step.before_tokens
 
 
 def asked_tokens(body: dict) -> int | None:
-    """The answer's length the client asked for (vLLM reads ``max_completion_tokens`` first)."""
-    return body.get("max_completion_tokens") or body.get("max_tokens") or None
+    """The answer's length the client asked for: ``max_completion_tokens`` where it is set, else
+    ``max_tokens``, as vLLM's chat handler reads them (None: not asked)."""
+    asked = body.get("max_completion_tokens")
+    return (asked if asked is not None else body.get("max_tokens")) or None
 
 
 def request_template(body: dict, xargs: dict, session, tools, arc_tools: bool) -> dict:

@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import json
 
+from arc_vllm.core.transcript import fingerprints
+
 from arc_vllm.serving import compaction
 from arc_vllm.serving.chat import ChatStep, EngineError, answer_of, check_body
 from arc_vllm.serving.conversation_keys import CHAT
@@ -27,16 +29,18 @@ from arc_vllm.serving.tools import ARC_TOOL_NAMES
 
 
 async def open_stream(body: dict, session, serving, raw_request, request_class, kv_warmup=None,
-                      api: str = CHAT, held: int = 0, handoff: bool = False, ask=None):
+                      api: str = CHAT, held: int = 0, handoff: bool = False, ask=None,
+                      received: float | None = None, prints_of=fingerprints):
     """Start a streamed step; returns the event iterator. Raises ``SessionError`` or
     ``EngineError`` when the request fails before its first event. A compaction answered
     alone (``serving/compaction.py``) streams with no engine call."""
-    check_body(body, request_class, held)
+    check_body(body, held)
     if (body.get("n") or 1) > 1:
         raise SessionError("n: a streamed ARC answer has one choice (n=1); ask without stream "
                            "for several, or name no session")
     await session.lock.acquire()
-    step = ChatStep(body, session, serving, raw_request, request_class, kv_warmup, api, held, handoff, ask)
+    step = ChatStep(body, session, serving, raw_request, request_class, kv_warmup, api, held, handoff, ask,
+                    received, prints_of)
     options = body.get("stream_options") or {}
     try:
         step.begin()

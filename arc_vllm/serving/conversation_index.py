@@ -74,10 +74,11 @@ class ConversationIndex:
         # its start key]
         self.held: dict[str, list] = {}
 
-    def find(self, scope: str, prints: list[str]) -> str | None:
+    def find(self, scope: str, prints: list[str], keys: list[str] | None = None) -> str | None:
         """The session whose conversation (as last left, or as a request in flight has it) the
-        messages of ``prints`` extend (the longest), or None."""
-        for key in reversed(chain(scope, prints)):
+        messages of ``prints`` extend (the longest), or None. ``keys``: ``chain(scope, prints)``,
+        where the caller has it (``serving/seen_conversations.py``); so for the methods below."""
+        for key in reversed(chain(scope, prints) if keys is None else keys):
             id = self.sessions.get(key)
             if id is None and key in self.held:
                 id = self.held[key][0]
@@ -85,31 +86,32 @@ class ConversationIndex:
                 return id
         return None
 
-    def find_rewritten(self, scope: str, prints: list[str]) -> str | None:
+    def find_rewritten(self, scope: str, prints: list[str], keys: list[str] | None = None) -> str | None:
         """The session of ``scope`` whose conversation starts as ``prints`` do (the most
         recently used of them): the one a client-named conversation rewrote."""
         if not prints:
             return None
-        return self.starts.get(chain(scope, prints[:1])[0])
+        return self.starts.get(chain(scope, prints[:1])[0] if keys is None else keys[0])
 
-    def remember(self, id: str, scope: str, prints: list[str]) -> None:
+    def remember(self, id: str, scope: str, prints: list[str], keys: list[str] | None = None) -> None:
         """``id``'s conversation is now ``prints`` (after a request): index it there."""
         self.forget(id, held=False)
         if prints:
-            keys = chain(scope, prints)
+            keys = chain(scope, prints) if keys is None else keys
             self.sessions[keys[-1]] = id
             self.starts[keys[0]] = id
             self.keys[id] = (keys[-1], keys[0])
             while len(self.keys) > self.max_sessions:
                 self.forget(next(iter(self.keys)))
 
-    def hold(self, id: str, scope: str, prints: list[str], until: float = float("inf")) -> str | None:
+    def hold(self, id: str, scope: str, prints: list[str], until: float = float("inf"),
+             keys: list[str] | None = None) -> str | None:
         """A request of ``id`` whose conversation is ``prints`` is in flight: it is found there
         too until ``release`` (or, in a shared file, ``until``: a process that died mid-request
         holds nothing for long). Returns the key to release."""
         if not prints:
             return None
-        keys = chain(scope, prints)
+        keys = chain(scope, prints) if keys is None else keys
         entry = self.held.setdefault(keys[-1], [id, 0, until, keys[0]])
         entry[0], entry[1], entry[2] = id, entry[1] + 1, max(entry[2], until)
         self.starts.setdefault(keys[0], id)

@@ -9,7 +9,9 @@
 The JSON and SVG routes sit behind vLLM's middleware like every other route (``--api-key``
 applies). The page's HTML shell carries no data (``inspector/page.py``), so it is served
 ahead of the API-key check: a browser can open it, the page asks for the key, and its script
-sends the key with each fetch. Nothing here changes a session.
+sends the key with each fetch. Nothing here changes a session: the view is built from the
+state the last engine call's render left (``ArcContext.current_view``), whose stubs that render
+cited already.
 """
 
 from __future__ import annotations

@@ -39,11 +39,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from arc_vllm.core.config import ArcConfig
-from arc_vllm.core.transcript import fingerprints
 from arc_vllm.serving.conversation_index import ConversationIndex, chain, client_scope
 from arc_vllm.serving.conversation_keys import is_text
 from arc_vllm.serving import session_lock
 from arc_vllm.serving.ownership import allows
+from arc_vllm.serving.seen_conversations import SeenConversations
 from arc_vllm.serving.sessions import BUDGET_FIELDS, Session, SessionError, file_stamp
 
 logger = logging.getLogger(__name__)
@@ -70,6 +70,7 @@ class Routed:
     scope: str
     prints: list[str]
     held: str | None
+    keys: list[str] | None = None  # chain(scope, prints)
 
 
 def read_index(path: Path) -> ConversationIndex:
@@ -113,6 +114,8 @@ class SessionManager:
         self.last_used: OrderedDict[str, float] = OrderedDict()
         self.ended: OrderedDict[str, str] = OrderedDict()  # id -> why it ended (410)
         self.implicit = ConversationIndex()
+        # The conversations last seen, so a resent one is fingerprinted only past what was seen.
+        self.seen = SeenConversations()
 
         self.in_use: dict[str, int] = {}  # id -> requests holding it (``using``)
         self.num_unloaded = 0
@@ -202,32 +205,34 @@ class SessionManager:
     # ---- implicit sessions (conversation_index.py) --------------------------------------
 
     async def for_conversation(self, messages: list[dict], caller: str, client_id: str | None = None,
-                               who=None) -> Routed:
+                               who=None, prints: list[str] | None = None) -> Routed:
         """The implicit session ``messages`` continue, or a new one, for one request that holds
         it (``Routed``: pass it to ``remember`` when the request ends). With the client's own
         conversation id, in that id's scope, where a rewritten history continues its session
         too (``conversation_index.py``). Finding and creating are one step per conversation:
         within this process (nothing is awaited between them), and with shared sessions
-        across processes too, under the lock of the conversation start's index file."""
+        across processes too, under the lock of the conversation start's index file.
+        ``prints``: the messages' fingerprints, where the request has them (else computed)."""
         scope = client_scope(caller, client_id)
-        prints = fingerprints(messages)
+        prints = self.seen.prints(messages, caller) if prints is None else prints
+        keys = self.seen.keys(scope, prints)
         if not self.shared or not prints:
-            return self.route(self.implicit, scope, prints, client_id, who)
+            return self.route(self.implicit, scope, prints, keys, client_id, who)
         path = self.index_file(scope, prints)
         lock = await session_lock.take_async(path.with_suffix(".lock"), self.lock_timeout_s)
         try:
             index = read_index(path)
-            routed = self.route(index, scope, prints, client_id, who, until=time.time() + HELD_S)
+            routed = self.route(index, scope, prints, keys, client_id, who, until=time.time() + HELD_S)
             write_index(path, index)
         finally:
             lock.release()
         return routed
 
-    def route(self, index: ConversationIndex, scope: str, prints: list[str], client_id, who,
+    def route(self, index: ConversationIndex, scope: str, prints: list[str], keys: list[str], client_id, who,
               until: float = float("inf")) -> Routed:
         id = None
         for find in (index.find, index.find_rewritten if client_id else None):
-            id = find(scope, prints) if find else None
+            id = find(scope, prints, keys) if find else None
             if id is not None and (id in self.sessions or self.stored(id)):
                 break
             if id is not None:  # ended meanwhile: the conversation starts a new session
@@ -235,7 +240,7 @@ class SessionManager:
                 id = None
         if id is None:
             id = self.create(caller=scope, client_id=client_id, who=who).id
-        return Routed(id, scope, prints, index.hold(id, scope, prints, until))
+        return Routed(id, scope, prints, index.hold(id, scope, prints, until, keys), keys)
 
     def index_file(self, scope: str, prints: list[str]) -> Path:
         """The shared index file of the conversations of ``scope`` that start as ``prints``."""
@@ -259,7 +264,8 @@ class SessionManager:
 
     def index(self, session: Session) -> None:
         if session.caller is not None:
-            self.implicit.remember(session.id, session.caller, session.fingerprints)
+            self.implicit.remember(session.id, session.caller, session.fingerprints,
+                                   self.seen.keys(session.caller, session.fingerprints))
 
     async def remember_shared(self, session: Session | None, routed: Routed | None) -> None:
         updates = {}  # index file -> what changes in it
@@ -272,7 +278,8 @@ class SessionManager:
             try:
                 index = read_index(path)
                 if now_at:
-                    index.remember(session.id, session.caller, session.fingerprints)
+                    index.remember(session.id, session.caller, session.fingerprints,
+                                   self.seen.keys(session.caller, session.fingerprints))
                 index.release(held)
                 write_index(path, index)
             finally:

@@ -37,7 +37,7 @@ from arc_vllm.core.context import ArcContext
 from arc_vllm.core.formats import ARC_NOTE
 from arc_vllm.core.snapshot import restore, snapshot
 from arc_vllm.core.store import ObsStore
-from arc_vllm.core.transcript import content_text, fingerprints, take_in
+from arc_vllm.core.transcript import common_prefix, content_text, fingerprints, take_in
 
 
 MAX_RECORDS = 1000
@@ -62,6 +62,18 @@ def continues(prints: list[str], known: list[str]) -> bool:
     the conversation, or resends part of it)."""
     shared = min(len(prints), len(known))
     return prints[:shared] == known[:shared]
+
+
+def new_from(prints: list[str], known: list[str], held: int = 0, handoff: bool = False) -> int:
+    """Where the new messages of a request start (an index into its own messages), for a session
+    that took ``known`` in; ``prints``: the request's messages' fingerprints, ``held`` and
+    ``handoff`` as for ``Session.take_in``. 0 for a conversation the session takes in whole
+    (its first, or a rewrite of its history)."""
+    whole = known[:held] + prints
+    if not known or whole[:1] != known[:1] or (not held and (
+            (handoff and not continues(whole, known)) or rewrites(whole, known))):
+        return 0
+    return max(common_prefix(whole, known), held) - held
 
 
 def file_stamp(path: Path) -> tuple:
@@ -141,7 +153,7 @@ class Session:
         self.prefix = prefix
 
     def take_in(self, messages: list[dict], tools: list[dict] | None, held: int = 0,
-                handoff: bool = False, save: bool = True) -> int:
+                handoff: bool = False, save: bool = True, prints: list[str] | None = None) -> int:
         """Archive what is new in a request's ``messages``; ``tools`` are the tools the engine
         will render (the request's and ARC's). ``held``: the request carries a compaction
         handle standing for the session's first ``held`` messages, and ``messages`` follow
@@ -149,8 +161,9 @@ class Session:
         and kept it): one that does not continue the session's conversation is the client's
         rewritten history, taken in with ARC's view from the start (``rebase``). Returns the
         conversation's size without ARC. Raises ValueError (a bad message, or a task prefix
-        that cannot fit) with nothing stored."""
-        prints = self.fingerprints[:held] + fingerprints(messages)
+        that cannot fit) with nothing stored. ``prints``: the messages' fingerprints, where the
+        request has them already (``serving/seen_conversations.py``)."""
+        prints = self.fingerprints[:held] + (fingerprints(messages) if prints is None else prints)
         if self.context is not None and not held:
             if handoff and not continues(prints, self.fingerprints):
                 self.rebase(handed_off=True)

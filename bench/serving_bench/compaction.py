@@ -110,7 +110,9 @@ def run_way(base: str, model: str, api: str, way: str, steps: int, checkpoints: 
         session = session or arc["session"]
         if arc["session"] != session:
             raise RuntimeError(f"{api}/{way}: step {index} went to session {arc['session']}, not {session}")
-        rows.append({"ms": ms, "arc_ms": arc["arc_ms"], "bytes": sent, "conversation_tokens": arc.get("prompt_tokens_before_compaction")})
+        rows.append({"ms": ms, "arc_ms": arc["arc_ms"], "engine_ms": arc.get("engine_ms", 0.0),
+                     "route_ms": arc.get("route_ms", 0.0), "bytes": sent,
+                     "conversation_tokens": arc.get("prompt_tokens_before_compaction")})
         if interval is None and (arc.get("prompt_tokens_before_compaction") or 0) > window // 2:
             interval = index - last
         over = interval is not None and index - last >= interval
@@ -166,6 +168,8 @@ def checkpoint(rows: list[dict], point: int) -> dict:
     window = rows[max(0, point - 10):point]
     return {"latency_ms": round(median([row["ms"] for row in window]), 1),
             "arc_ms": round(median([row["arc_ms"] for row in window]), 2),
+            "route_ms": round(median([row["route_ms"] for row in window]), 2),
+            "engine_ms": round(median([row["engine_ms"] for row in window]), 1),
             "bytes_sent": window[-1]["bytes"]}
 
 

@@ -27,6 +27,7 @@ from typing import Any, AsyncIterator
 from fastapi.responses import JSONResponse
 from pydantic import ValidationError
 
+from arc_vllm.serving.chat import item_path
 from arc_vllm.serving.sessions import SessionError
 
 
@@ -62,7 +63,8 @@ class ConversationAPI:
         """Whether the body holds a compaction handle (which names its session)."""
         return False
 
-    async def translate(self, body: dict, app, headers: dict[str, str]) -> Translation:
+    async def translate(self, body: dict, app, headers: dict[str, str], size: int = 0) -> Translation:
+        """``size``: the body's length in bytes (what keeping its items weighs, ``translated.py``)."""
         raise NotImplementedError
 
     def bind(self, translation: Translation, session) -> None:
@@ -126,11 +128,13 @@ def json_body(raw: bytes):
     return body
 
 
-def parsed(model, body: dict):
-    """``body`` as vLLM's request ``model``; a ``SessionError`` (400) naming the first problems."""
+def parsed(model, body: dict, first_item: int = 0):
+    """``body`` as vLLM's request ``model``; a ``SessionError`` (400) naming the first problems.
+    ``first_item``: the index the first of the body's ``messages`` (``input``) has in the
+    client's request (the adapter validates only the items it has not seen)."""
     try:
         return model.model_validate(body)
     except ValidationError as error:
-        problems = "; ".join(f"{'.'.join(str(part) for part in problem['loc']) or 'body'}: {problem['msg']}"
-                             for problem in error.errors()[:5])
+        problems = "; ".join(f"{'.'.join(str(part) for part in item_path(problem['loc'], first_item)) or 'body'}: "
+                             f"{problem['msg']}" for problem in error.errors()[:5])
         raise SessionError(f"request: {problems}") from None

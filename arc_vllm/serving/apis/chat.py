@@ -17,7 +17,7 @@ class ChatAPI(ConversationAPI):
     name = CHAT
     paths = ("/v1/chat/completions",)
 
-    async def translate(self, body: dict, app, headers: dict[str, str]) -> Translation:
+    async def translate(self, body: dict, app, headers: dict[str, str], size: int = 0) -> Translation:
         check_messages(body)  # the shape the route reads before the ARC path runs (handles, turns)
         return Translation(body)
 

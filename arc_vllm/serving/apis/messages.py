@@ -26,6 +26,7 @@ from fastapi.responses import JSONResponse
 
 from arc_vllm.serving.apis import ConversationAPI, Declined, Translation, check_results, parsed
 from arc_vllm.serving.apis.messages_compaction import BLOCK, ask_of, compaction_block, take_compaction
+from arc_vllm.serving.apis.translated import Translated
 from arc_vllm.serving.chat import preview_tokens
 from arc_vllm.serving.conversation_keys import MESSAGES
 from arc_vllm.serving.ownership import callers_of
@@ -34,6 +35,8 @@ from arc_vllm.serving.sessions import Session, SessionError
 ERROR_TYPES = {400: "invalid_request_error", 401: "authentication_error", 403: "permission_error",
                404: "not_found_error", 409: "invalid_request_error", 410: "not_found_error",
                413: "request_too_large", 429: "rate_limit_error", 503: "overloaded_error"}
+# Stands for a request's messages while its other fields are converted (``translate_new``).
+PLACEHOLDER = {"role": "user", "content": "."}
 NOT_ARCS = ("image", "document", "search_result", "container_upload")  # content ARC cannot archive
 
 
@@ -66,6 +69,9 @@ class MessagesAPI(ConversationAPI):
     name = MESSAGES
     paths = ("/v1/messages",)
 
+    def __init__(self):
+        self.translated = Translated()  # the conversations last translated (``translated.py``)
+
     def declines(self, body: dict) -> None:
         messages = body.get("messages")
         for message in messages if isinstance(messages, list) else []:  # a bad shape: ``translate``'s 400
@@ -82,14 +88,20 @@ class MessagesAPI(ConversationAPI):
                    for message in (messages if isinstance(messages, list) else []) if isinstance(message, dict)
                    for block in (message.get("content") if isinstance(message.get("content"), list) else []))
 
-    async def translate(self, body: dict, app, headers: dict[str, str]) -> Translation:
+    async def translate(self, body: dict, app, headers: dict[str, str], size: int = 0) -> Translation:
         from vllm.entrypoints.anthropic.protocol import AnthropicMessagesRequest
 
         handler = handler_of(app)
         caller = callers_of(app).who(headers, body).caller
         body, handle, edits = take_compaction(body, app.state.arc_handles)
-        request = parsed(AnthropicMessagesRequest, body)
-        chat = await to_chat(handler, request)
+        items = body.get("messages")
+        if handle is not None or handler._merge_inline_system or not isinstance(items, list) or not items:
+            # The whole request at once: a compaction block's, or inline system messages merged
+            # into the system prompt (which then depends on every message).
+            request = parsed(AnthropicMessagesRequest, body)
+            chat = await to_chat(handler, request)
+        else:
+            request, chat = await self.translate_new(handler, body, caller, size)
         if handle is not None:  # the session holds everything before the block, the system prompt too
             chat["messages"] = [message for message in chat["messages"] if message.get("role") != "system"]
         else:
@@ -97,6 +109,25 @@ class MessagesAPI(ConversationAPI):
         translation = Translation(chat, request, handle=handle)
         translation.ask = ask_of(edits, app.state.arc_handles, caller, handle)
         return translation
+
+    async def translate_new(self, handler, body: dict, caller: str, size: int):
+        """The request and its chat body, its messages translated past those a kept
+        conversation shares (``translated.py``: each Anthropic message converts alone). The
+        request's fields and system prompt, with a placeholder for its messages; then its new
+        messages, alone."""
+        from vllm.entrypoints.anthropic.protocol import AnthropicMessagesRequest
+
+        items = body["messages"]
+        known, converted = self.translated.prefix(caller, items, lambda messages: True)
+        request = parsed(AnthropicMessagesRequest, dict(body, messages=[PLACEHOLDER]))
+        chat = await to_chat(handler, request)
+        system = chat["messages"][:-1]
+        new = parsed(AnthropicMessagesRequest, {"model": request.model, "max_tokens": 1, "messages": items[known:]},
+                     first_item=known)
+        messages = converted + (await to_chat(handler, new))["messages"]
+        self.translated.keep(caller, items, messages, size)
+        chat["messages"] = system + messages
+        return request, chat
 
     def answer(self, translation: Translation, response: dict, app) -> dict:
         from vllm.entrypoints.openai.chat_completion.protocol import ChatCompletionResponse

@@ -37,6 +37,7 @@ import time
 from arc_vllm.serving.apis import ConversationAPI, Declined, Translation, check_results, parsed
 from arc_vllm.serving.apis.responses_compaction import (COMPACTION, ask_of, compacted_response, compaction_item,
                                                         is_item, take_compaction)
+from arc_vllm.serving.apis.translated import Translated
 from arc_vllm.serving.conversation_keys import RESPONSES
 from arc_vllm.serving.ownership import callers_of
 from arc_vllm.serving.sessions import SessionError
@@ -88,6 +89,9 @@ class ResponsesAPI(ConversationAPI):
     paths = ("/v1/responses",)
     compacts = False  # ``POST /v1/responses/compact`` (``CompactAPI``)
 
+    def __init__(self):
+        self.translated = Translated()  # the inputs last translated (``translated.py``)
+
     def carries_handle(self, body: dict) -> bool:
         items = body.get("input")
         return isinstance(items, list) and any(is_item(item, COMPACTION) for item in items)
@@ -102,7 +106,7 @@ class ResponsesAPI(ConversationAPI):
         if body.get("background") or body.get("previous_input_messages"):
             raise Declined("background responses and previous_input_messages are vLLM's")
 
-    async def translate(self, body: dict, app, headers: dict[str, str]) -> Translation:
+    async def translate(self, body: dict, app, headers: dict[str, str], size: int = 0) -> Translation:
         from vllm.entrypoints.openai.responses.protocol import ResponsesRequest
         from vllm.entrypoints.openai.responses.utils import (construct_chat_messages_with_tool_call,
                                                              construct_input_messages, construct_tool_dicts)
@@ -111,7 +115,13 @@ class ResponsesAPI(ConversationAPI):
         handler = handler_of(app)
         original_input = body.get("input")
         body, handle, trigger, entry = take_compaction(body, app.state.arc_handles)
-        request = parsed(ResponsesRequest, body)
+        caller = callers_of(app).who(headers, body).caller
+        items = body.get("input")
+        # A whole input resent (no compaction item, no previous response): its items are
+        # validated and converted past those a kept conversation shares (``translated.py``).
+        whole = handle is None and body.get("previous_response_id") is None and isinstance(items, list) and items
+        known, converted = self.translated.prefix(caller, items, continues_alone) if whole else (0, [])
+        request = parsed(ResponsesRequest, dict(body, input=items[known:]) if known else body, first_item=known)
         if handle is not None and request.previous_response_id is not None:
             raise SessionError("previous_response_id: a request carrying a compaction item continues from it; "
                                "send one or the other")
@@ -128,12 +138,17 @@ class ResponsesAPI(ConversationAPI):
                 construct_chat_messages_with_tool_call(input_items(request.input))  # refused here if bad
             elif handle is not None:  # the session holds everything before the item, its F too
                 messages = construct_chat_messages_with_tool_call(input_items(request.input))
+            elif whole:  # as construct_input_messages: the instructions, then the items
+                messages = converted + [dict(message) for message in
+                                        construct_chat_messages_with_tool_call(input_items(request.input))]
+                self.translated.keep(caller, items, messages, size)
+                messages = ([{"role": "system", "content": request.instructions}] if request.instructions else []) + messages
             else:
                 messages = construct_input_messages(request_instructions=request.instructions,
                                                     request_input=request.input)
         except VLLMValidationError as error:
             raise SessionError(f"input: {error}") from None
-        chat = {"model": request.model, "messages": [dict(message) for message in messages],
+        chat = {"model": request.model, "messages": [dict(message) for message in messages] if not whole else messages,
                 "stream": bool(request.stream)}
         tools = construct_tool_dicts(request.tools, request.tool_choice,
                                      exclude_tools_when_tool_choice_none=getattr(
@@ -156,7 +171,7 @@ class ResponsesAPI(ConversationAPI):
             check_results(chat["messages"], "function_call_output", "call_id")
         extra["input"] = original_input
         translation = Translation(chat, request, session, extra, handle=handle)
-        translation.ask = ask_of(translation, app, callers_of(app).who(headers, body).caller, trigger, entry, self.compacts)
+        translation.ask = ask_of(translation, app, caller, trigger, entry, self.compacts)
         return translation
 
     def bind(self, translation: Translation, session) -> None:
@@ -307,11 +322,11 @@ class CompactAPI(ResponsesAPI):
     paths = ("/v1/responses/compact",)
     compacts = True
 
-    async def translate(self, body: dict, app, headers: dict[str, str]) -> Translation:
+    async def translate(self, body: dict, app, headers: dict[str, str], size: int = 0) -> Translation:
         if not isinstance(body.get("model"), str):
             raise SessionError("model: required")
         body = {key: value for key, value in body.items() if key in COMPACT_FIELDS}
-        return await super().translate(dict(body, stream=False, store=False), app, headers)
+        return await super().translate(dict(body, stream=False, store=False), app, headers, size)
 
 
 # What a compact request may carry (the SDK's ``responses.compact`` parameters ARC reads).
@@ -332,6 +347,12 @@ class Numbered:
 
     def model(self, event) -> str:
         return self.event(event.model_dump(mode="json", by_alias=True))
+
+
+def continues_alone(messages: list[dict]) -> bool:
+    """Whether items after those converted to ``messages`` convert alone: vLLM joins a function
+    call, reasoning or text that follows an assistant message to that message."""
+    return not messages or messages[-1].get("role") != "assistant"
 
 
 def input_items(given) -> list:
