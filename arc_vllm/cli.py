@@ -42,16 +42,13 @@ def _environment(argv: list[str]) -> None:
 
 
 def _add_budget_options(parser: argparse.ArgumentParser) -> None:
+    from arc_vllm.core.config import DEFAULT_MAX_TOKENS, ArcConfig
+
     parser.add_argument("--context-window", type=int, default=4096,
                         help="L_ctx: the serving model's context window in tokens (default 4096)")
-    parser.add_argument("--max-tokens", type=int, default=512,
-                        help="G_max: tokens reserved for the completion (default 512)")
-    parser.add_argument("--recall-chunk-tokens", type=int, help="q: tokens per recall chunk")
-    parser.add_argument("--recent-turns", type=int, help="turns kept verbatim after a compaction")
-    parser.add_argument("--recall-budget-chars", type=int,
-                        help="total characters of recalled text in the view (default 16000)")
-    parser.add_argument("--recall-max-chars", type=int,
-                        help="characters per recall (default 8000)")
+    for name, help_text in ArcConfig.options().items():  # the same table as serve's --arc-NAME
+        parser.add_argument(f"--{name.replace('_', '-')}", type=int,
+                            default=DEFAULT_MAX_TOKENS if name == "max_tokens" else None, help=help_text)
 
 
 def _report(out: str, timelines: str, summary: dict, methods: list[dict] | None) -> None:
@@ -64,14 +61,19 @@ def _report(out: str, timelines: str, summary: dict, methods: list[dict] | None)
 def _config(args):
     from arc_vllm.core.config import ArcConfig
 
-    overrides = {name: getattr(args, name) for name in
-                 ("recall_chunk_tokens", "recent_turns", "recall_budget_chars", "recall_max_chars")
-                 if getattr(args, name) is not None}
-    return ArcConfig.for_window(args.context_window, args.max_tokens, **overrides)
+    return ArcConfig.for_window(args.context_window, args.max_tokens, **_overrides(args))
+
+
+def _overrides(args) -> dict:
+    """The ArcConfig budgets named on the command line (``ArcConfig.options``), G_max aside."""
+    from arc_vllm.core.config import ArcConfig
+
+    return {name: getattr(args, name) for name in ArcConfig.options()
+            if name != "max_tokens" and getattr(args, name, None) is not None}
 
 
 def _recall_pair(text: str) -> tuple[int, int]:
-    """16k/8k -> (16000, 8000): RECALL_BUDGET_CHARS / RECALL_MAX_CHARS."""
+    """16k/8k -> (16000, 8000): recall_budget_chars / recall_max_chars."""
     def chars(part: str) -> int:
         part = part.strip().lower()
         return int(float(part[:-1]) * 1000) if part.endswith("k") else int(part)
@@ -90,7 +92,10 @@ def _settings(args) -> list:
     if args.recall_budget:
         budgets = [_recall_pair(text) for text in args.recall_budget]
     else:
-        budgets = [(args.recall_budget_chars or 16000, args.recall_max_chars or 8000)]
+        from arc_vllm.core.config import ArcConfig
+
+        budgets = [(args.recall_budget_chars or ArcConfig.default_of("recall_budget_chars"),
+                    args.recall_max_chars or ArcConfig.default_of("recall_max_chars"))]
     noises = getattr(args, "noise_lines", [None])
     position = getattr(args, "needle_position", "first")
     return [Setting(force=schedule, noise_lines=noise, recall_budget_chars=budget, recall_max_chars=largest,
@@ -119,8 +124,9 @@ def _bench(parser, args, argv: list[str]) -> int:
                       or getattr(args, "agent", "") == "model")
         settings = _settings(args)
         seeds = [int(seed) for seed in args.seeds.split(",") if seed]
-        overrides = {name: getattr(args, name) for name in ("recall_chunk_tokens", "recent_turns")
-                     if getattr(args, name) is not None}
+        # Every budget named on the command line (the recall characters are the settings').
+        overrides = {name: value for name, value in _overrides(args).items()
+                     if name not in ("recall_budget_chars", "recall_max_chars")}
         _config(args)  # validate the budgets before anything starts
     except ValueError as error:
         parser.error(str(error))

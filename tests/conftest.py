@@ -6,16 +6,29 @@ stated in the serving model's real tokens.
 """
 
 import os
+import sys
+import types
+from pathlib import Path
 
-from arc_vllm.offline import go_offline, in_process_engine
+ROOT = Path(__file__).resolve().parent.parent
+# kernels/ is arc_vllm.kernels (pyproject's package-dir). The repository root on sys.path (the
+# working directory of ``python -m pytest``) would make it a top-level ``kernels`` too, which
+# transformers takes for the Hugging Face kernels hub, and imports. So the root leaves
+# sys.path; ``tests`` (tests.helpers) is reached by its folder alone.
+sys.path[:] = [entry for entry in sys.path if Path(entry or ".").resolve() != ROOT]
+if "tests" not in sys.modules:
+    sys.modules["tests"] = types.ModuleType("tests")
+    sys.modules["tests"].__path__ = [str(ROOT / "tests")]
+
+from arc_vllm.offline import go_offline, in_process_engine  # noqa: E402
 
 go_offline()  # the tests' process starts as every entry point does: nothing beyond loopback
 in_process_engine()  # engines the tests start in this process (tiny_engine, the backends)
 
-import shutil
+import shutil  # noqa: E402
 
-import pytest
-from hypothesis import HealthCheck, settings
+import pytest  # noqa: E402
+from hypothesis import HealthCheck, settings  # noqa: E402
 
 # Triton runs on CPU tensors only under its interpreter, which must be chosen before any
 # kernel is defined. nvidia-smi (not torch) decides here, so conftest stays light;

@@ -1,10 +1,12 @@
 """The command grammar: what is a command, what is data."""
 
+import json
+
 import pytest
 from hypothesis import given, strategies as st
 
 from arc_vllm.core.commands import (CatalogNext, CatalogPage, InvalidCommand, Recall, RecallMeta,
-                                    parse_commands)
+                                    parse_commands, parse_line)
 
 
 @pytest.mark.parametrize("action, expected", [
@@ -69,7 +71,7 @@ def test_an_arc_tool_call_with_invalid_arguments_is_an_invalid_command_that_says
     from arc_vllm.serving.tools import command_of_call
 
     command = command_of_call(name, arguments)
-    assert isinstance(command, InvalidCommand) and command.error == reason and name in command.text
+    assert isinstance(command, InvalidCommand) and command.error.startswith(reason) and name in command.text
     assert command_of_call("_recall", '{"id": "§abc", "chunk": 2}') == Recall("abc", 2)
     assert command_of_call("_catalog", "") == CatalogNext() and command_of_call("_catalog", '{"page": 3}') == CatalogPage(3)
 
@@ -87,3 +89,22 @@ def test_max_completion_tokens_is_read_first_as_vllm_reads_it(fields):
     request = ChatCompletionRequest(model="m", messages=[{"role": "user", "content": "x"}], **fields)
     theirs = request.max_completion_tokens if request.max_completion_tokens is not None else request.max_tokens
     assert asked_tokens(fields) == theirs
+
+
+@given(st.text("0123456789abcdef", min_size=1, max_size=12), st.one_of(st.none(), st.integers(0, 50)),
+       st.one_of(st.none(), st.integers(0, 50)))
+def test_a_text_command_and_a_tool_call_are_one_grammar(id, chunk, page):
+    """The same command written as a line of text and as an ARC tool call is the same command,
+    valid or not (``commands.command_of`` checks both)."""
+    from arc_vllm.serving.tools import command_of_call
+
+    recall_text = parse_line(f"_recall §{id}" + (f" {chunk}" if chunk is not None else ""))
+    recall_call = command_of_call("_recall", json.dumps({"id": f"§{id}", "chunk": chunk}))
+    catalog_text = parse_line("_catalog next" if page is None else f"_catalog page {page}")
+    catalog_call = command_of_call("_catalog", json.dumps({} if page is None else {"page": page}))
+    for text, call in ((recall_text, recall_call), (catalog_text, catalog_call)):
+        assert type(text) is type(call)
+        if isinstance(text, InvalidCommand):
+            assert text.error == call.error
+        else:
+            assert text == call

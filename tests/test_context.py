@@ -1,6 +1,8 @@
 """The paper's guarantees over random histories, in real tokens of the embedded model:
 bounded prompt (1), exact recall (2), rebuildable history (3), prefix-stable views."""
 
+from pathlib import Path
+
 from hypothesis import given, settings, strategies as st
 import pytest
 
@@ -461,3 +463,29 @@ def test_the_answer_room_once_arc_acts_is_the_asked_up_to_the_configured_share(s
                    window * percent // 100)
         assert context.budgets.answer == max(g_max, min(asked, most))
         assert view.tokens <= window - context.budgets.answer
+
+
+def test_a_snapshot_written_by_an_earlier_version_reloads_exactly(smol, tmp_path):
+    """``tests/fixtures/context_snapshot``: a durable store, a compacted and recalled context's
+    snapshot and the view it rendered, written by the code of commit ed3052f (before each class
+    wrote its own part of the snapshot). This code rebuilds the same view, and writes the same
+    snapshot back, and the context goes on."""
+    import json
+    import shutil
+
+    from arc_vllm.core.snapshot import restore, snapshot
+    from arc_vllm.core.store import ObsStore
+
+    fixture = Path(__file__).parent / "fixtures" / "context_snapshot"
+    shutil.copytree(fixture, tmp_path / "stored")
+    stored = json.loads((fixture / "snapshot.json").read_text())
+    expected = json.loads((fixture / "expected.json").read_text())
+    config = ArcConfig(**expected["config"])
+    context = restore(config, smol, ObsStore.open(tmp_path / "stored" / "store.arc"), expected["prefix"],
+                      expected["tools"], stored)
+    assert context.current_view().messages == expected["messages"]
+    assert context.render().messages == expected["messages"]
+    assert json.loads(json.dumps(snapshot(context))) == stored
+    assert context.num_compactions > 0 and context.recall.num_recalls == stored["recall"]["num_recalls"] > 0
+    context.observe("cat next.py", make_text(99, 500))
+    assert context.render().tokens <= config.input_budget_tokens

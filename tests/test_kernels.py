@@ -6,6 +6,8 @@ assertions for Triton and CUDA on a device (``bench/gpu_check.sh``).
 """
 
 import shutil
+import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -248,3 +250,18 @@ def test_trusted_calls_skip_value_checks_but_not_shape_checks(impl):
     torch.testing.assert_close(key, want[0], rtol=1e-5, atol=1e-5)
     with pytest.raises(ValueError, match="one dtype"):
         relocate_kv(key, value.half(), src, dst, delta, cache, True, impl=impl, trusted=True)
+
+
+def test_kernels_is_arc_vllms_only_and_transformers_sees_no_kernels_hub():
+    """kernels/ is importable as ``arc_vllm.kernels`` only: under the suite nothing on sys.path
+    makes it a top-level ``kernels``, so transformers' check for the Hugging Face kernels hub
+    (``is_kernels_available``, which imports what it finds) finds nothing."""
+    import importlib.util
+
+    from transformers.utils.import_utils import is_kernels_available
+
+    import arc_vllm.kernels
+
+    assert importlib.util.find_spec("kernels") is None and "kernels" not in sys.modules
+    assert not is_kernels_available()
+    assert Path(arc_vllm.kernels.__file__).parent.name == "kernels"

@@ -12,7 +12,8 @@ dependency), of every module under ``arc_vllm/`` and ``kernels/`` (installed as
     kv          core, kernels and base (its pure modules import no engine at all)
     policies    core and base
     agent, replay, evaluation   the agent side; never serving, nor serving them
-    serving, inspector, cost, reports, cli   the top
+    cost, reports   measurement and analysis: cost, reports and base only (the agent side reads them)
+    serving, inspector, cli   the top
 
 - no two modules import each other;
 - no test module imports another (shared code lives in ``tests/helpers/``);
@@ -113,6 +114,13 @@ def test_kernels_and_kv_sit_on_core_and_each_other_only():
     pure = {f"arc_vllm.kv.{name}" for name in KV_PURE} | {"arc_vllm.kv"}
     assert sorted(f"{module} imports {target}" for module in pure for target in GRAPH[module]
                   if layer(target) in ENGINES | {"kernels"}) == []
+
+
+def test_cost_and_reports_stand_on_each_other_and_the_leaves_only():
+    """Measurement and analysis (the roofline, the profiler, statistics, the paper's tables)
+    sit below the agent side, which reads them, and import nothing of it, of serving or of
+    the top."""
+    assert offenders({"cost", "reports"}, {"cost", "reports", "base"}) == []
 
 
 def test_the_agent_side_and_serving_never_import_each_other():

@@ -200,3 +200,32 @@ def test_a_session_id_is_checked_before_it_touches_the_disk(smol, tmp_path, dura
             with pytest.raises(SessionError):
                 manager.folder_of(bad)
     assert manager.get(real.id) is real
+
+
+def test_a_session_reloads_from_its_state_by_name_with_every_field_back(smol, tmp_path):
+    """``Session.from_state`` reads ``session.json`` by name: a session with every field set
+    (owner, client id, rebases, handoffs, records, last answer, a compacted context) written and
+    read back writes the same state again, and a state written before a field existed (the key
+    missing) loads with that field's default."""
+    import json
+
+    from arc_vllm.serving.sessions import Session
+
+    manager = SessionManager(smol, 4096, {"context_window": 2048}, str(tmp_path))
+    session = manager.create({"context_window": 2048, "max_tokens": 256}, caller="scope", client_id="cli-1")
+    session.tenant, session.user, session.num_handoffs, session.handoff_tokens = "t", "u", 2, 300
+    session.last_answer = {"role": "assistant", "content": "done"}
+    session.records.append({"time": 1.0, "view_tokens": 10, "api": "messages"})
+    session.take_in(conversation(12), None)
+    session.rebase()
+    session.take_in(conversation(3), None)
+    state = json.loads(json.dumps(session.state()))
+    session.close()
+    again = Session.from_state(state, smol, session.folder)
+    assert json.loads(json.dumps(again.state())) == state
+    assert (again.tenant, again.user, again.client_id, again.num_rebases, again.num_handoffs) == ("t", "u", "cli-1", 1, 2)
+    older = {key: value for key, value in state.items() if key not in ("user", "num_handoffs", "handoff_tokens")}
+    again.close()
+    aged = Session.from_state(older, smol, session.folder)
+    assert (aged.user, aged.num_handoffs, aged.handoff_tokens) == (None, 0, 0) and aged.records
+    aged.close()

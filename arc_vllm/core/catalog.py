@@ -45,6 +45,16 @@ class Catalog:
     def __contains__(self, id: str) -> bool:
         return id in self._position
 
+    def state(self) -> dict:
+        """Its part of a context's snapshot (``core/snapshot.py``): the order and the page."""
+        return {"catalog": {"entries": list(self.entries), "current": self.current}}
+
+    def restore(self, state: dict) -> None:
+        """Put back what ``state`` wrote (of a snapshot holding it)."""
+        self.entries = list(state["catalog"]["entries"])
+        self._position = {id: position for position, id in enumerate(self.entries)}
+        self.current = state["catalog"]["current"]
+
     def __len__(self) -> int:
         return len(self.entries)
 

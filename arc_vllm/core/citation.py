@@ -64,6 +64,14 @@ class CitationBook:
         self.cited.add(id)
         return self.stub(id)
 
+    def state(self) -> dict:
+        """Its part of a context's snapshot (``core/snapshot.py``): the Cited set (stubs are
+        recomputed, identically, from the store)."""
+        return {"cited": sorted(self.cited)}
+
+    def restore(self, state: dict) -> None:
+        self.cited = set(state["cited"])
+
 
 if __name__ == "__main__":
     from arc_vllm.offline import go_offline

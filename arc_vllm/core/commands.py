@@ -98,13 +98,40 @@ COMMAND_WORDS = tuple(sorted((spec.word for spec in COMMANDS), key=len, reverse=
 USAGE = "ARC commands: " + ", ".join(f"`{form}`" for spec in COMMANDS for form in spec.forms)
 ACTION_REGEX = "|".join(spec.action_regex for spec in COMMANDS)
 
+def command_of(word: str, arguments: dict, text: str) -> Command:
+    """The command ``word`` names with ``arguments`` (``id``, ``chunk``, ``page``): the one check
+    of a command's values, for a line of text (``parse_line``) and a tool call
+    (``serving/tools.py``) alike; an ``InvalidCommand`` of ``text`` that says what is wrong."""
+    def count(value) -> bool:  # a chunk or page number: 1, 2, ...
+        return isinstance(value, int) and not isinstance(value, bool) and value >= 1
+
+    if word == CATALOG:
+        page = arguments.get("page")
+        if page is None:
+            return CatalogNext()
+        return CatalogPage(page) if count(page) else InvalidCommand(
+            text, "page must be an integer >= 1 (catalog pages are numbered from 1)")
+    id = arguments.get("id")
+    id = id.strip().lstrip("§") if isinstance(id, str) else ""
+    if word not in (RECALL, RECALL_META):
+        return InvalidCommand(text, f"not a valid ARC command. {USAGE}")
+    if not id:
+        return InvalidCommand(text, "id must be a §id string")
+    if word == RECALL_META:
+        return RecallMeta(id)
+    chunk = arguments.get("chunk")
+    if chunk is not None and not count(chunk):
+        return InvalidCommand(text, "chunk must be an integer >= 1 (chunks are numbered from 1)")
+    return Recall(id, chunk)
+
+
 _ID = r"§?(?P<id>[^\s`]+?)[.,;:!?)\]]*"
-_PATTERNS = [
-    (re.compile(rf"{RECALL_META}\s+{_ID}"), lambda m: RecallMeta(m["id"])),
+_PATTERNS = [  # a line's form -> the command's word and arguments
+    (re.compile(rf"{RECALL_META}\s+{_ID}"), lambda m: (RECALL_META, {"id": m["id"]})),
     (re.compile(rf"{RECALL}\s+{_ID}(?:\s+(?:chunk\s+)?(?P<chunk>\d+))?"),
-     lambda m: Recall(m["id"], int(m["chunk"]) if m["chunk"] else None)),
-    (re.compile(rf"{CATALOG}\s+next"), lambda m: CatalogNext()),
-    (re.compile(rf"{CATALOG}\s+page\s+(?P<page>\d+)"), lambda m: CatalogPage(int(m["page"]))),
+     lambda m: (RECALL, {"id": m["id"], "chunk": int(m["chunk"]) if m["chunk"] else None})),
+    (re.compile(rf"{CATALOG}\s+next"), lambda m: (CATALOG, {})),
+    (re.compile(rf"{CATALOG}\s+page\s+(?P<page>\d+)"), lambda m: (CATALOG, {"page": int(m["page"])})),
 ]
 _PREFIX = re.compile("(" + "|".join(COMMAND_WORDS) + r")\b")
 
@@ -117,12 +144,7 @@ def parse_line(line: str) -> Command | None:
     for pattern, build in _PATTERNS:
         match = pattern.fullmatch(text)
         if match:
-            command = build(match)
-            if isinstance(command, Recall) and command.chunk == 0:
-                return InvalidCommand(text, "chunks are numbered from 1")
-            if isinstance(command, CatalogPage) and command.page == 0:
-                return InvalidCommand(text, "catalog pages are numbered from 1")
-            return command
+            return command_of(*build(match), text)
     return InvalidCommand(text, f"not a valid ARC command. {USAGE}")
 
 

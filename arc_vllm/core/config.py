@@ -30,7 +30,7 @@ Run ``python -m arc_vllm.core.config`` to print a default config and its K and L
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, field, fields
 
 # The fixed text around one stub on a catalog page and a catalog page header, in tokens.
 # Generous on purpose: the view is checked in real tokens afterwards anyway.
@@ -49,28 +49,48 @@ MINIMUM_OVERHEAD_TOKENS = 32
 MINIMUM_HANDOFF_TOKENS = 256
 
 
+# G_max where a window is given (``for_window``: the server, the CLI, the benchmarks).
+DEFAULT_MAX_TOKENS = 512
+
+
+def option(default: int, help: str):
+    """A field a user sets: ``--arc-NAME`` on ``serve``, ``--NAME`` on the CLI's commands, with
+    this help (``options``). One table for the flags, their help and their defaults."""
+    return field(default=default, metadata={"help": help})
+
+
+# The budgets ``for_window`` splits from L (their share of it), and those it derives from them.
+WINDOW_SHARES = dict(summary_budget_tokens=0.26, recent_budget_tokens=0.30, catalog_budget_tokens=0.10,
+                     recall_budget_tokens=0.20, overhead_tokens=0.06)
+WINDOW_DERIVED = (*WINDOW_SHARES, "recall_chunk_tokens", "stub_max_tokens", "handoff_tokens")
+
+
 @dataclass(frozen=True)
 class ArcConfig:
     context_window: int = 16384
-    max_tokens: int = 1024
+    max_tokens: int = option(1024, "G_max: the least room ARC keeps free for each answer; a request's "
+                                   "own max_tokens is granted as vLLM grants it")
     summary_budget_tokens: int = 4096
     recent_budget_tokens: int = 4096
     catalog_budget_tokens: int = 1536
     recall_budget_tokens: int = 3072
     overhead_tokens: int = 512
-    inline_threshold_tokens: int = 64
-    recalls_per_step: int = 2
-    recall_chunk_tokens: int = 2048
-    recent_turns: int = 4
+    inline_threshold_tokens: int = option(64, "rho: observations shorter than this are never cited")
+    recalls_per_step: int = option(2, "r: recalls served per step")
+    recall_chunk_tokens: int = option(2048, "q: tokens of one recall chunk")
+    recent_turns: int = option(4, "turns kept verbatim after a compaction")
     head_preview_chars: int = 120
     tail_preview_chars: int = 80
     stub_max_tokens: int = 128
     thought_chars: int = 160
     action_chars: int = 200
-    recall_budget_chars: int = 16000
-    recall_max_chars: int = 8000
-    answer_room_percent: int = 25
-    handoff_tokens: int = 4096
+    recall_budget_chars: int = option(16000, "characters of recalled text kept in the view")
+    recall_max_chars: int = option(8000, "characters one recall may return")
+    answer_room_percent: int = option(25, "once ARC acts, a request asking for a longer answer than "
+                                          "G_max gets views that leave it that room, up to this "
+                                          "share of the window")
+    handoff_tokens: int = option(4096, "the most tokens of ARC's handoff, the summary a compacting "
+                                       "client keeps")
 
     def __post_init__(self) -> None:
         problems = [f"{f.name}={getattr(self, f.name)!r} must be a non-negative int"
@@ -169,21 +189,42 @@ class ArcConfig:
                    // (self.stub_max_tokens + 1))
 
     @classmethod
-    def for_window(cls, context_window: int, max_tokens: int, **overrides) -> "ArcConfig":
+    def for_window(cls, context_window: int, max_tokens: int = DEFAULT_MAX_TOKENS, **overrides) -> "ArcConfig":
         """A config whose budgets are split from L in the default proportions."""
         budget = context_window - max_tokens
         if budget < 1024:
             raise ValueError(f"context_window - max_tokens = {budget} is too small for ARC "
                              "(need at least 1024 input tokens)")
-        shares = dict(summary_budget_tokens=0.26,
-                      recent_budget_tokens=0.30, catalog_budget_tokens=0.10,
-                      recall_budget_tokens=0.20, overhead_tokens=0.06)
-        values = {name: int(budget * share) for name, share in shares.items()}
+        values = {name: int(budget * share) for name, share in WINDOW_SHARES.items()}
         values["recall_chunk_tokens"] = max(4, min(2048, values["recall_budget_tokens"] - 64))
         values["stub_max_tokens"] = min(128, values["catalog_budget_tokens"] - 64)
         values["handoff_tokens"] = max(MINIMUM_HANDOFF_TOKENS, min(4096, budget // 4))
         values.update(overrides)
         return cls(context_window=context_window, max_tokens=max_tokens, **values)
+
+    @staticmethod
+    def options() -> dict[str, str]:
+        """The fields a user sets, each with its help and what it is when unset (for a window
+        given, as ``for_window`` makes it): the one source of the ``serve`` flags' and the
+        CLI's help."""
+        example = ArcConfig.for_window(8192, DEFAULT_MAX_TOKENS)
+        described = {}
+        for spec in fields(ArcConfig):
+            if "help" not in spec.metadata:
+                continue
+            if spec.name == "max_tokens":
+                unset = str(DEFAULT_MAX_TOKENS)
+            elif spec.name in WINDOW_DERIVED:
+                unset = f"from the window; {getattr(example, spec.name)} at 8192 tokens"
+            else:
+                unset = str(spec.default)
+            described[spec.name] = f"{spec.metadata['help']} (unset: {unset})"
+        return described
+
+    @staticmethod
+    def default_of(name: str) -> int:
+        """A field's default (a window's own values aside: ``for_window``)."""
+        return next(spec.default for spec in fields(ArcConfig) if spec.name == name)
 
     def to_dict(self) -> dict:
         return asdict(self)

@@ -23,7 +23,7 @@ Run ``python -m arc_vllm.core.context`` for a demonstration.
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import asdict, replace
 
 from arc_vllm.core.budget import Budgets, PrefixTooLarge
 from arc_vllm.core.catalog import Catalog
@@ -90,6 +90,7 @@ class ArcContext:
         self.num_proactive = 0
         self.num_reactive = 0
         self.num_forced = 0
+        self._last_tokens: int | None = None  # the last view's tokens (a refusal names them)
 
     def set_tools(self, tools: list[dict] | None) -> None:
         """The tools the engine renders into the prompt: part of F. Raises ``PrefixTooLarge``
@@ -220,7 +221,7 @@ class ArcContext:
         """Reactive trigger: the engine refused the prompt as too long. Same routine, and the
         next view is smaller than the refused one (a compaction of short observations can
         add stubs and a catalog page, so it is tightened further where it did not shrink)."""
-        refused = getattr(self, "_last_tokens", None)
+        refused = self._last_tokens
         self._compact()
         self.num_reactive += 1
         view = self.render()
@@ -438,6 +439,41 @@ class ArcContext:
         summary, summary_tokens = self._summary()
         return (self.budgets.prefix + summary_tokens + self.sizer.text(self._page())
                 + self._recent_tokens() + self._recalled()[1])
+
+    def snapshot(self) -> dict:
+        """What besides the store rebuilds this context's view exactly: the turns, the compaction
+        state, H's forms, the step and counters, and each part's own state (``Catalog.state``,
+        ``CitationBook.state``, ``RecallController.state``). ``core/snapshot.py`` writes it with
+        its format's version. (Not ``state()``: ``state`` is the compaction state.)"""
+        return {"turns": [asdict(turn) for turn in self.turns], "state": asdict(self.state), "step": self.step,
+                "forms": [[index, form] for index, form in sorted(self._forms.items())],
+                **self.catalog.state(), **self.book.state(), **self.recall.state(),
+                "counts": {"proactive": self.num_proactive, "reactive": self.num_reactive,
+                           "forced": self.num_forced, "last_tokens": self._last_tokens}}
+
+    @classmethod
+    def from_snapshot(cls, config, counter, store, prefix: list[dict], tools: list[dict] | None,
+                      state: dict, note: str = "") -> "ArcContext":
+        """A context over ``store`` with ``state`` (``snapshot``) put back: the same view."""
+        context = cls(config, counter, store=store, prefix=prefix, tools=tools, note=note)
+        context.turns = [Turn.of_state(turn) for turn in state["turns"]]
+        context.state = CompactionState(**state["state"])
+        context.step = state["step"]
+        context._forms = {int(index): form for index, form in state["forms"]}
+        context.catalog.restore(state)
+        # An observation stored after the snapshot was taken (a crash in between) has no turn:
+        # it is reached through the catalog, as every observation of a reopened store is.
+        in_turns = {turn.obs_id for turn in context.turns if turn.obs_id}
+        for id in store.ids():
+            if id not in context.catalog and id not in in_turns:
+                context.catalog.add(id)
+        context.book.restore(state)
+        context.recall.restore(state)
+        counts = state["counts"]
+        context.num_proactive, context.num_reactive, context.num_forced = (
+            counts["proactive"], counts["reactive"], counts["forced"])
+        context._last_tokens = counts.get("last_tokens")
+        return context
 
     def current_view(self) -> View:
         """The view as it stands, without compacting: what the model saw at the last call

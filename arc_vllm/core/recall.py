@@ -112,6 +112,21 @@ class RecallController:
             self._chunks.clear()
             self.materialized.clear()
 
+    def state(self) -> dict:
+        """Its part of a context's snapshot (``core/snapshot.py``): U (ids, chunks and texts, in
+        LRU order), this step's count and the counters (chunk bounds are recomputed)."""
+        return {"materialized": [[id, chunk, text] for (id, chunk), text in self.materialized.items()],
+                "recall": {"step": self._step, "this_step": self._recalls_this_step,
+                           "num_recalls": self.num_recalls, "num_refused": self.num_refused}}
+
+    def restore(self, state: dict) -> None:
+        self.materialized.clear()
+        for id, chunk, text in state["materialized"]:
+            self.materialized[(id, chunk)] = text
+        recall = state["recall"]
+        self._step, self._recalls_this_step = recall["step"], recall["this_step"]
+        self.num_recalls, self.num_refused = recall["num_recalls"], recall["num_refused"]
+
     def chunks(self, id: str) -> list[str]:
         """The exact chunks of a stored body (computed once per id)."""
         record = self.store.get(id)

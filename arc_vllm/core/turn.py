@@ -53,6 +53,12 @@ class Turn:
     role: str = "user"         # a chat turn's observation message (user, system, developer)
     reasoning: str = ""        # the assistant message's reasoning, as the client sent it
 
+    @classmethod
+    def of_state(cls, data: dict) -> "Turn":
+        """A turn from its snapshot form (``dataclasses.asdict``), its tool call rebuilt."""
+        call = data.get("call")
+        return cls(**{**data, "call": ToolCall(**call) if call else None})
+
 
 def clip(text: str, limit: int) -> str:
     text = " ".join(text.split())

@@ -26,6 +26,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 CONNECTOR_NAME = "ArcKVConnector"
+# The connector's own options, passed through (``kv/connector.py``).
+CONNECTOR_OWN = frozenset({"is_neox", "layout"})
 CONNECTOR_MODULE = "arc_vllm.kv.connector"
 
 
@@ -37,14 +39,31 @@ class KVReuseConfig:
     min_gain: int = 128
     other: dict = field(default_factory=dict)  # the connector's own options (is_neox, layout)
 
+    def __post_init__(self) -> None:
+        """A ``ValueError`` naming the option for a value the connector cannot run with, and
+        for an option it does not know (a misspelt one would otherwise be ignored)."""
+        for name, least in (("min_run", 1), ("host_tokens", 0), ("max_moves", 0), ("min_gain", 0)):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < least:
+                raise ValueError(f"invalid KVReuseConfig: {name}={value!r} must be an integer >= {least}")
+        unknown = sorted(set(self.other) - CONNECTOR_OWN)
+        if unknown:
+            raise ValueError(f"invalid KVReuseConfig: unknown option(s) {', '.join(map(str, unknown))}; known: "
+                             f"min_run, host_tokens, max_moves, min_gain, {', '.join(sorted(CONNECTOR_OWN))}")
+
     @classmethod
     def of_extra(cls, extra: dict | None) -> "KVReuseConfig":
+        """From vLLM's ``kv_connector_extra_config`` (numbers as JSON gives them)."""
         extra = dict(extra or {})
         defaults = cls()
-        return cls(min_run=int(extra.pop("min_run", defaults.min_run)),
-                   host_tokens=int(extra.pop("host_tokens", defaults.host_tokens)),
-                   max_moves=int(extra.pop("max_moves", defaults.max_moves)),
-                   min_gain=int(extra.pop("min_gain", defaults.min_gain)), other=extra)
+        values = {}
+        for name in ("min_run", "host_tokens", "max_moves", "min_gain"):
+            value = extra.pop(name, getattr(defaults, name))
+            try:
+                values[name] = int(value) if not isinstance(value, bool) and float(value) == int(value) else value
+            except (TypeError, ValueError):
+                values[name] = value  # refused, by name, below
+        return cls(**values, other=extra)
 
     @classmethod
     def of_vllm(cls, vllm_config) -> "KVReuseConfig":

@@ -21,6 +21,7 @@ import json
 from arc_vllm.core.transcript import fingerprints
 
 from arc_vllm.serving import compaction
+from arc_vllm.serving.apis import openai_error
 from arc_vllm.serving.chat import ChatStep, EngineError, answer_of, check_body
 from arc_vllm.serving.conversation_keys import CHAT
 from arc_vllm.serving.sessions import SessionError
@@ -159,8 +160,8 @@ async def relay(step: ChatStep, events, include_usage: bool, continuous_usage: b
             yield "data: [DONE]\n\n"
             return
     except Exception as error:  # after the first event the status is sent: report in the stream
-        body = error.body if isinstance(error, EngineError) else {
-            "error": {"message": f"ARC stream failed: {error}", "type": "internal_error", "code": 500}}
+        body = error.body if isinstance(error, EngineError) else openai_error(
+            f"ARC stream failed: {error}", 500, "internal_error")
         yield sse(body)
         yield "data: [DONE]\n\n"
     finally:

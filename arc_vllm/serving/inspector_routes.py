@@ -20,22 +20,18 @@ import json
 import re
 
 from fastapi import APIRouter, Request
-from fastapi.responses import HTMLResponse, JSONResponse, Response
+from fastapi.responses import HTMLResponse, Response
 
 from arc_vllm.inspector.page import shell_html
 from arc_vllm.inspector.timeline import timeline_svg
 from arc_vllm.serving.ownership import asking
+from arc_vllm.serving.sessions import SessionError
 
 router = APIRouter()
 UI_PATH = "/v1/arc/ui"
 SEARCH_LIMIT = 50
 SNIPPET_CHARS = 80
 STUB = re.compile(r"§([0-9a-f]{6,40})")
-
-
-def bad_request(message: str) -> JSONResponse:
-    return JSONResponse({"error": {"message": message, "type": "invalid_request_error",
-                                   "code": 400}}, 400)
 
 
 async def read(request: Request, sid: str, reader):
@@ -74,9 +70,9 @@ async def get_timeline(sid: str, request: Request):
 @router.get("/v1/arc/sessions/{sid}/search")
 async def search(sid: str, request: Request, q: str = "", limit: int = SEARCH_LIMIT):
     if not q:
-        return bad_request("q: give the text to find")
+        raise SessionError("q: give the text to find")
     if not 1 <= limit <= 1000:
-        return bad_request("limit: must be in 1..1000")
+        raise SessionError("limit: must be in 1..1000")
     needle = q.lower()
 
     def found(session):

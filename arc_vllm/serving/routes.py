@@ -37,10 +37,6 @@ logger = logging.getLogger(__name__)
 router = APIRouter()
 
 
-def error(message: str, status: int, type: str = "invalid_request_error") -> JSONResponse:
-    return JSONResponse({"error": {"message": message, "type": type, "code": status}}, status)
-
-
 def header_text(text: str) -> str:
     """User text as a header value: percent-encoded UTF-8, printable ASCII kept as it is."""
     return quote(text.encode("utf-8", "surrogatepass"), safe=HEADER_SAFE)
@@ -57,21 +53,15 @@ def manager_of(request: Request):
 @router.post("/v1/arc/sessions")
 async def create_session(request: Request):
     raw = await request.body()
-    try:
-        body = json_body(raw) if raw.strip() else {}
-    except SessionError as exc:
-        return error(str(exc), exc.status)
+    body = json_body(raw) if raw.strip() else {}  # errors are SessionErrors: ErrorForms answers them
     if body is None:
-        return error("body: not JSON", 400)
+        raise SessionError("body: not JSON")
     if not isinstance(body, dict):
-        return error("body: must be a JSON object", 400)
+        raise SessionError("body: must be a JSON object")
     budgets = body.get("budgets")
     if budgets is not None and not isinstance(budgets, dict):
-        return error("budgets: must be an object", 400)
-    try:
-        session = manager_of(request).create(budgets, who=maker(request, body))
-    except SessionError as exc:
-        return error(str(exc), exc.status)
+        raise SessionError("budgets: must be an object")
+    session = manager_of(request).create(budgets, who=maker(request, body))
     metrics.refresh(manager_of(request))
     return JSONResponse(session.describe(), 201)
 
@@ -110,7 +100,7 @@ async def get_observation(sid: str, oid: str, request: Request):
         async with manager_of(request).using(sid, asking(request)) as session:
             record = session.store.get(oid)
     except UnknownObservation as exc:
-        return error(f"{exc} (session {sid})", 404)
+        raise SessionError(f"{exc} (session {sid})", 404) from None
     # The exact stored text; metadata in headers so the body is the observation itself. The
     # signature is the client's text (tool arguments with newlines, any Unicode): percent-encoded
     # (RFC 3986; ``urllib.parse.unquote`` reads it), never raw in a header.
@@ -126,7 +116,7 @@ async def get_catalog(sid: str, request: Request, page: int = 1):
         if context is None:
             return {"page": 1, "pages": 1, "text": "", "ids": []}
         if not 1 <= page <= context.catalog.num_pages:
-            return error(f"page: {page} is not in 1..{context.catalog.num_pages}", 400)
+            raise SessionError(f"page: {page} is not in 1..{context.catalog.num_pages}")
         return {"page": page, "pages": context.catalog.num_pages,
                 "ids": context.catalog.page_ids(page), "text": context.catalog.render(page)}
 
@@ -191,19 +181,27 @@ def accept_anthropic_keys(app) -> None:
     app.build_middleware_stack = lambda: AnthropicKey(build())
 
 
+def adapters():
+    """The API adapters ARC serves (``serving/apis/``): chat completions (whose error form is
+    the default), the others vLLM may serve, and Responses' compaction. Their ``paths`` are the
+    one table of which route is which API (the Ray front reads it too)."""
+    from arc_vllm.serving.apis.chat import ChatAPI
+    from arc_vllm.serving.apis.messages import CountTokensAPI, MessagesAPI
+    from arc_vllm.serving.apis.responses import CompactAPI, ResponsesAPI
+
+    return ChatAPI(), [MessagesAPI(), CountTokensAPI(), ResponsesAPI()], CompactAPI()
+
+
 def attach(app) -> None:
     """Put ARC's routes on vLLM's app, and ARC's route in front of each of vLLM's
     conversational ones (chat completions must be there; the others where vLLM serves them)."""
     from arc_vllm.serving.api_route import ErrorForms, put_in_front, stand_alone
-    from arc_vllm.serving.apis.chat import ChatAPI
-    from arc_vllm.serving.apis.messages import CountTokensAPI, MessagesAPI
-    from arc_vllm.serving.apis.responses import CompactAPI, ResponsesAPI
+    from arc_vllm.serving.apis.responses import ResponsesAPI
     from arc_vllm.serving.inspector_routes import router as inspector_router
 
     app.include_router(router)
     app.include_router(inspector_router)
-    chat, others = ChatAPI(), [MessagesAPI(), CountTokensAPI(), ResponsesAPI()]
-    compact = CompactAPI()
+    chat, others, compact = adapters()
     # Every ARC route raises its errors; each becomes its status here, once, in its API's form.
     ErrorForms([chat, *others, compact], default=chat).install(app)
     put_models_in_front(app)

@@ -38,7 +38,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
 
-from arc_vllm.core.config import ArcConfig
+from arc_vllm.core.config import DEFAULT_MAX_TOKENS, ArcConfig
 from arc_vllm.serving.conversation_index import ConversationIndex, chain, client_scope
 from arc_vllm.serving.conversation_keys import is_text
 from arc_vllm.serving import session_lock
@@ -152,18 +152,8 @@ class SessionManager:
     def load(self, folder: Path) -> Session:
         """A session as its folder holds it (its store read, its context rebuilt)."""
         state = json.loads((folder / "session.json").read_text())
-        # By name: a parameter added or reordered can never shift a stored value into another.
-        session = Session(state["id"], ArcConfig(**state["config"]), self.counter, folder,
-                          prefix=state.get("prefix"), fingerprints=state.get("fingerprints"),
-                          full_tokens=state.get("full_tokens", 0), num_requests=state.get("num_requests", 0),
-                          tools=state.get("tools"), context_state=state.get("context"),
-                          caller=state.get("caller"), records=state.get("records"),
-                          client_id=repaired_client_id(state.get("client_id"), folder), num_rebases=state.get("num_rebases", 0),
-                          last_answer=state.get("last_answer"),
-                          handoff_tokens=state.get("handoff_tokens", 0),
-                          num_handoffs=state.get("num_handoffs", 0), tenant=state.get("tenant"),
-                          user=state.get("user"))
-        session.last_used = (state.get("summary") or {}).get("last_used", session.last_used)
+        state["client_id"] = repaired_client_id(state.get("client_id"), folder)
+        session = Session.from_state(state, self.counter, folder)
         session.stamp = file_stamp(folder / "session.json")
         return session
 
@@ -174,7 +164,7 @@ class SessionManager:
             raise SessionError(f"budgets: unknown field(s) {', '.join(sorted(unknown))}; known: "
                                f"{', '.join(sorted(BUDGET_FIELDS))}")
         values = {**self.defaults, **overrides}
-        max_tokens = values.pop("max_tokens", 512)
+        max_tokens = values.pop("max_tokens", DEFAULT_MAX_TOKENS)
         window = values.pop("context_window", self.context_window)
         if not isinstance(window, int) or isinstance(window, bool) or not 0 < window <= self.context_window:
             raise SessionError(f"budgets: context_window={window!r} must be an integer in "

@@ -209,21 +209,41 @@ class Session:
         self.context, self.prefix, self.fingerprints, self.full_tokens = None, None, [], 0
         self.num_rebases += 1
 
+    def state(self) -> dict:
+        """What ``session.json`` holds: everything ``from_state`` needs, by name."""
+        return {"id": self.id, "config": self.config.to_dict(),
+                "prefix": self.prefix, "fingerprints": self.fingerprints,
+                "tools": self.context.tools if self.context else None,
+                "full_tokens": self.full_tokens, "num_requests": self.num_requests,
+                "caller": self.caller, "client_id": self.client_id, "num_rebases": self.num_rebases,
+                "tenant": self.tenant, "user": self.user,
+                "handoff_tokens": self.handoff_tokens, "num_handoffs": self.num_handoffs,
+                "last_answer": self.last_answer,
+                "records": list(self.records), "summary": self.summary(),
+                "context": snapshot(self.context) if self.context else None}
+
+    @classmethod
+    def from_state(cls, state: dict, counter, folder: Path | None) -> "Session":
+        """The session ``state`` (``state()``, as ``session.json`` holds it) describes, every
+        value passed by name: a parameter added or reordered never shifts a stored value into
+        another. Keys a session written by older code lacks take their defaults."""
+        session = cls(state["id"], ArcConfig(**state["config"]), counter, folder,
+                      prefix=state.get("prefix"), fingerprints=state.get("fingerprints"),
+                      full_tokens=state.get("full_tokens", 0), num_requests=state.get("num_requests", 0),
+                      tools=state.get("tools"), context_state=state.get("context"),
+                      caller=state.get("caller"), records=state.get("records"),
+                      client_id=state.get("client_id"), num_rebases=state.get("num_rebases", 0),
+                      last_answer=state.get("last_answer"), handoff_tokens=state.get("handoff_tokens", 0),
+                      num_handoffs=state.get("num_handoffs", 0), tenant=state.get("tenant"),
+                      user=state.get("user"))
+        session.last_used = (state.get("summary") or {}).get("last_used", session.last_used)
+        return session
+
     def save(self) -> None:
         if self.folder is None:
             return
-        state = {"id": self.id, "config": self.config.to_dict(),
-                 "prefix": self.prefix, "fingerprints": self.fingerprints,
-                 "tools": self.context.tools if self.context else None,
-                 "full_tokens": self.full_tokens, "num_requests": self.num_requests,
-                 "caller": self.caller, "client_id": self.client_id, "num_rebases": self.num_rebases,
-                 "tenant": self.tenant, "user": self.user,
-                 "handoff_tokens": self.handoff_tokens, "num_handoffs": self.num_handoffs,
-                 "last_answer": self.last_answer,
-                 "records": list(self.records), "summary": self.summary(),
-                 "context": snapshot(self.context) if self.context else None}
         temporary = self.folder / "session.json.tmp"
-        temporary.write_text(json.dumps(state))
+        temporary.write_text(json.dumps(self.state()))
         os.replace(temporary, self.folder / "session.json")
         self.stamp = file_stamp(self.folder / "session.json")
 

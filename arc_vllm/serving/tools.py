@@ -15,8 +15,7 @@ from __future__ import annotations
 
 import json
 
-from arc_vllm.core.commands import (CATALOG, COMMANDS, RECALL, RECALL_META, CatalogNext, CatalogPage,
-                                    InvalidCommand, Recall, RecallMeta, parse_commands)
+from arc_vllm.core.commands import COMMANDS, InvalidCommand, command_of, parse_commands
 from arc_vllm.core.transcript import call_signature, tool_call_of
 from arc_vllm.core.turn import CHAT, TOOL
 
@@ -27,30 +26,16 @@ ARC_TOOL_NAMES = {tool["function"]["name"] for tool in ARC_TOOLS}
 
 
 def command_of_call(name: str, arguments: str):
-    """The ARC command of one tool call (an ``InvalidCommand`` for bad arguments)."""
+    """The ARC command of one tool call (an ``InvalidCommand`` for bad arguments): its JSON
+    arguments read here, their values checked by the grammar's one owner (``commands.command_of``)."""
     try:
         values = json.loads(arguments or "{}")
     except json.JSONDecodeError:
         values = None
+    text = f"{name}({arguments})"
     if not isinstance(values, dict):
-        return InvalidCommand(f"{name}({arguments})", "arguments must be a JSON object")
-    if name == CATALOG:
-        page = values.get("page")
-        if page is None:
-            return CatalogNext()
-        if isinstance(page, int) and not isinstance(page, bool) and page >= 1:
-            return CatalogPage(page)
-        return InvalidCommand(f"{CATALOG}({arguments})", "page must be an integer >= 1")
-    id = values.get("id")
-    if not isinstance(id, str) or not id:
-        return InvalidCommand(f"{name}({arguments})", "id must be a §id string")
-    id = id.strip().lstrip("§")
-    if name == RECALL_META:
-        return RecallMeta(id)
-    chunk = values.get("chunk")
-    if chunk is not None and (not isinstance(chunk, int) or isinstance(chunk, bool) or chunk < 1):
-        return InvalidCommand(f"{RECALL}({arguments})", "chunk must be an integer >= 1")
-    return Recall(id, chunk)
+        return InvalidCommand(text, "arguments must be a JSON object")
+    return command_of(name, values, text)
 
 
 def serve_commands(context, message) -> list:

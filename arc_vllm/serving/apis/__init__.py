@@ -83,7 +83,13 @@ class ConversationAPI:
         raise NotImplementedError
 
     def error(self, message: str, status: int, kind: str = "invalid_request_error") -> JSONResponse:
-        return JSONResponse({"error": {"message": message, "type": kind, "code": status}}, status)
+        return JSONResponse(openai_error(message, status, kind), status)
+
+
+def openai_error(message: str, status: int, kind: str = "invalid_request_error") -> dict:
+    """OpenAI's error body (chat completions', Responses', the session routes', the Ray front's,
+    and a stream's error event): the one place it is written."""
+    return {"error": {"message": message, "type": kind, "code": status}}
 
 
 def check_results(messages: list[dict], result: str, call: str) -> None:
