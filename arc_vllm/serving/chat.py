@@ -1,5 +1,7 @@
 """The ARC chat path: a chat completion that names an ARC session.
 
+    check_request(...)          vLLM's request model over the fields and the messages the
+                                session has not taken in (what it took in was checked then)
     session.take_in(messages)   archive the new observations, fix F, count the tools
     -> render the bounded view (proactive)  ->  vLLM's own chat handler
     -> context-length error? compact and retry (reactive); another error is raised
@@ -171,6 +173,7 @@ class ChatStep:
         self.session_id = session.id
         self.kv_warmup = kv_warmup
         self.loop = Loop()
+        self.context = None  # the session's context, once ``begin`` has taken the messages in
 
     def begin(self) -> None:
         """Archive the request's new observations (first: once stored, nothing below can lose
@@ -278,12 +281,11 @@ class ChatStep:
         the engine request says so)."""
         window = self.context.config.context_window
         room = window - view_tokens
-        if window < self.server_window:
-            granted = min(self.asked, room) if self.asked else room
+        granted = min(self.asked, room) if self.asked else room
+        if window < self.server_window:  # vLLM would grant from its own, larger window
             template["max_tokens"] = granted
             template.pop("max_completion_tokens", None)
-            return granted
-        return min(self.asked, room) if self.asked else room
+        return granted
 
     def offer_arc_tools(self) -> bool:
         """Offer ARC's tools from now on, where F with them still leaves the other parts their
@@ -387,7 +389,12 @@ async def complete(body: dict, session, serving, raw_request, request_class, kv_
     async with session.lock:
         step = ChatStep(body, session, serving, raw_request, request_class, kv_warmup, api, held, handoff, ask,
                         received, prints_of)
-        step.begin()
+        try:
+            step.begin()
+        except BaseException:
+            if step.context is not None:  # what was archived is saved
+                step.end()
+            raise
         if ask is not None and ask.alone:
             return compaction.response(step, body.get("model") or "")
         try:

@@ -51,7 +51,7 @@ async def open_stream(body: dict, session, serving, raw_request, request_class, 
             return compaction.events(result, bool(options.get("include_usage")))
         events = await step.call(stream=True)
     except BaseException:
-        if hasattr(step, "context"):  # what was archived is saved
+        if step.context is not None:  # what was archived is saved
             step.end()
         session.lock.release()
         raise

@@ -1,5 +1,5 @@
 """Chat completions (``POST /v1/chat/completions``): the ARC path's own form, so the adapter
-translates nothing (the ARC path validates the body, ``chat.check_body``). It decides only
+translates nothing (the ARC path validates the body: ``chat.check_body``, ``chat.check_request``). It decides only
 what ARC takes when no session is named: messages it can read, text content and one choice;
 the rest (image parts, ``n`` > 1, a body without messages) plain vLLM answers as without
 ``--arc``.
