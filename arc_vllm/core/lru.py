@@ -21,8 +21,11 @@ from cachetools import LRUCache
 
 
 class CharBoundedLRU:
-    def __init__(self, max_chars: int):
+    """``max_items``, where given, bounds the number of entries too (the least recent leave)."""
+
+    def __init__(self, max_chars: int, max_items: int | None = None):
         self._items = LRUCache(maxsize=max_chars, getsizeof=itemgetter(1))  # key -> (value, chars)
+        self.max_items = max_items
 
     @property
     def max_chars(self) -> int:
@@ -35,6 +38,8 @@ class CharBoundedLRU:
     def put(self, key, value, chars: int) -> None:
         if chars <= self._items.maxsize:
             self._items[key] = (value, chars)
+            while self.max_items is not None and len(self._items) > self.max_items:
+                self._items.popitem()
 
     def __len__(self) -> int:
         return len(self._items)

@@ -21,24 +21,22 @@ Run ``python -m arc_vllm.serving.seen_conversations`` for an example.
 
 from __future__ import annotations
 
-from collections import OrderedDict
-
+from arc_vllm.core.lru import CharBoundedLRU
 from arc_vllm.core.transcript import common_prefix, fingerprint, fingerprints
 from arc_vllm.serving.conversation_index import chain
 
 MAX_CONVERSATIONS = 1024
 MAX_CHARS = 256 * 2 ** 20  # of request bodies whose messages are kept
+KEY_CHARS = 2 * 40  # what one message's fingerprint and chained key weigh, about
 
 
 class SeenConversations:
     def __init__(self, max_conversations: int = MAX_CONVERSATIONS, max_chars: int = MAX_CHARS):
-        self.max_conversations = max_conversations
-        self.max_chars = max_chars
-        # (caller, first message's fingerprint) -> (messages, their fingerprints, size)
-        self.prints_of: OrderedDict[tuple, tuple[list, list[str], int]] = OrderedDict()
+        # (caller, first message's fingerprint) -> (messages, their fingerprints), weighed by
+        # the request body's size
+        self.prints_of = CharBoundedLRU(max_chars, max_conversations)
         # (index scope, first fingerprint) -> (fingerprints, their chain keys)
-        self.keys_of: OrderedDict[tuple, tuple[list[str], list[str]]] = OrderedDict()
-        self.chars = 0
+        self.keys_of = CharBoundedLRU(max_chars, max_conversations)
 
     def prints(self, messages: list[dict], caller: str, size: int = 0) -> list[str]:
         """The fingerprints of ``messages`` (sent by ``caller``; ``size``: the body's length,
@@ -46,19 +44,13 @@ class SeenConversations:
         if not messages:
             return []
         first = fingerprint(messages[0])
-        key = (caller, first)
-        kept = self.prints_of.pop(key, None)
+        kept = self.prints_of.get((caller, first))
         if kept is not None:
-            self.chars -= kept[2]
             same = common_prefix(messages, kept[0])
             prints = kept[1][:same] + fingerprints(messages[same:])
         else:
             prints = [first] + fingerprints(messages[1:])
-        self.prints_of[key] = (messages, prints, size)
-        self.chars += size
-        while self.prints_of and (len(self.prints_of) > self.max_conversations or self.chars > self.max_chars):
-            _, (_, _, dropped) = self.prints_of.popitem(last=False)
-            self.chars -= dropped
+        self.prints_of.put((caller, first), (messages, prints), size)
         return prints
 
     def keys(self, scope: str, prints: list[str]) -> list[str]:
@@ -66,16 +58,13 @@ class SeenConversations:
         conversation of ``scope`` shares."""
         if not prints:
             return []
-        key = (scope, prints[0])
-        kept = self.keys_of.pop(key, None)
+        kept = self.keys_of.get((scope, prints[0]))
         if kept is not None:
             same = common_prefix(prints, kept[0])
             keys = kept[1][:same] + chain(kept[1][same - 1] if same else scope, prints[same:])
         else:
             keys = chain(scope, prints)
-        self.keys_of[key] = (prints, keys)
-        while len(self.keys_of) > self.max_conversations:
-            self.keys_of.popitem(last=False)
+        self.keys_of.put((scope, prints[0]), (prints, keys), KEY_CHARS * len(prints))
         return keys
 
 

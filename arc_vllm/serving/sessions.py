@@ -64,14 +64,25 @@ def continues(prints: list[str], known: list[str]) -> bool:
     return prints[:shared] == known[:shared]
 
 
+def rebases(whole: list[str], known: list[str], held: int, handoff: bool) -> str | None:
+    """Whether a request whose conversation has the fingerprints ``whole`` makes a session that
+    took ``known`` in take it in anew (``Session.rebase``): ``"handoff"``, a conversation holding
+    ARC's handoff that does not continue the session's; ``"rewrite"``, a rewritten history; None
+    (and never for a request carrying a compaction handle, ``held``)."""
+    if held or not known:
+        return None
+    if handoff and not continues(whole, known):
+        return "handoff"
+    return "rewrite" if rewrites(whole, known) else None
+
+
 def new_from(prints: list[str], known: list[str], held: int = 0, handoff: bool = False) -> int:
     """Where the new messages of a request start (an index into its own messages), for a session
     that took ``known`` in; ``prints``: the request's messages' fingerprints, ``held`` and
     ``handoff`` as for ``Session.take_in``. 0 for a conversation the session takes in whole
     (its first, or a rewrite of its history)."""
     whole = known[:held] + prints
-    if not known or whole[:1] != known[:1] or (not held and (
-            (handoff and not continues(whole, known)) or rewrites(whole, known))):
+    if not known or whole[:1] != known[:1] or rebases(whole, known, held, handoff):
         return 0
     return max(common_prefix(whole, known), held) - held
 
@@ -164,11 +175,9 @@ class Session:
         that cannot fit) with nothing stored. ``prints``: the messages' fingerprints, where the
         request has them already (``serving/seen_conversations.py``)."""
         prints = self.fingerprints[:held] + (fingerprints(messages) if prints is None else prints)
-        if self.context is not None and not held:
-            if handoff and not continues(prints, self.fingerprints):
-                self.rebase(handed_off=True)
-            elif rewrites(prints, self.fingerprints):
-                self.rebase()
+        why = rebases(prints, self.fingerprints, held, handoff) if self.context is not None else None
+        if why is not None:
+            self.rebase(handed_off=why == "handoff")
         items = take_in(messages, self.fingerprints, self.context is not None, prints=prints, held=held)
         if self.context is None:
             self.start(items.prefix, tools)

@@ -20,20 +20,18 @@ Run ``python -m arc_vllm.serving.apis.translated`` for an example.
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from typing import Callable
 
+from arc_vllm.core.lru import CharBoundedLRU
 from arc_vllm.core.transcript import fingerprint
 from arc_vllm.serving.seen_conversations import MAX_CHARS, MAX_CONVERSATIONS
 
 
 class Translated:
     def __init__(self, max_conversations: int = MAX_CONVERSATIONS, max_chars: int = MAX_CHARS):
-        self.max_conversations = max_conversations
-        self.max_chars = max_chars
-        # (caller, first item's fingerprint) -> (items, the chat messages they became, size)
-        self.kept: OrderedDict[tuple, tuple[list, list[dict], int]] = OrderedDict()
-        self.chars = 0
+        # (caller, first item's fingerprint) -> (items, the chat messages they became), weighed
+        # by the request body's size
+        self.kept = CharBoundedLRU(max_chars, max_conversations)
 
     def prefix(self, caller: str, items: list, continues_alone: Callable[[list[dict]], bool]) -> tuple[int, list[dict]]:
         """``(k, messages)``: the first ``k`` of ``items`` are a kept conversation's, translated
@@ -43,7 +41,7 @@ class Translated:
         kept = self.kept.get((caller, fingerprint(items[0])))
         if kept is None:
             return 0, []
-        known, messages, _ = kept
+        known, messages = kept
         shared = len(known)
         if len(items) <= shared or items[:shared] != known or not continues_alone(messages):
             return 0, []
@@ -51,17 +49,8 @@ class Translated:
 
     def keep(self, caller: str, items: list, messages: list[dict], size: int = 0) -> None:
         """``items`` became ``messages`` (the whole request's, its system prompt left out)."""
-        if not items or not isinstance(items, list):
-            return
-        key = (caller, fingerprint(items[0]))
-        dropped = self.kept.pop(key, None)
-        if dropped is not None:
-            self.chars -= dropped[2]
-        self.kept[key] = (items, messages, size)
-        self.chars += size
-        while self.kept and (len(self.kept) > self.max_conversations or self.chars > self.max_chars):
-            _, (_, _, gone) = self.kept.popitem(last=False)
-            self.chars -= gone
+        if items and isinstance(items, list):
+            self.kept.put((caller, fingerprint(items[0])), (items, messages), size)
 
 
 if __name__ == "__main__":
