@@ -36,9 +36,9 @@ for turn, path in enumerate(sorted(FILES)):
     raw = client.chat.completions.with_raw_response.create(model=model, messages=messages, max_tokens=40)
     response, session = raw.parse(), raw.headers["X-ARC-Session"]
     arc = response.model_extra["arc"]
-    print(f"turn {turn} (session {session}): conversation {arc['prompt_tokens_before_compaction']} tokens -> view "
+    print(f"turn {turn} (session {session}): conversation {arc['conversation_tokens']} tokens -> view "
           f"{arc['view_tokens']} (budget {arc['budget_tokens']}), compactions {arc['compactions']}, "
-          f"recalls {arc['recalls']}, cached {arc['cached_prompt_tokens']}")
+          f"recalls {arc['recalls']}, cached {arc['prefix_cached_tokens']}")
     messages.append({"role": "assistant", "content": response.choices[0].message.content or ""})
 
 info = json.loads(urllib.request.urlopen(f"{BASE}/v1/arc/sessions/{session}").read())

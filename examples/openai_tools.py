@@ -70,7 +70,7 @@ def main() -> int:
     outcome = run(args.base_url, args.turns, args.window)
     for turn, arc in enumerate(outcome["arc"], 1):
         print(f"turn {turn}: view {arc['view_tokens']} of {arc['budget_tokens']} tokens, "
-              f"compactions {arc['compactions']}, cached {arc['cached_prompt_tokens']}")
+              f"compactions {arc['compactions']}, cached {arc['prefix_cached_tokens']}")
     print(f"session {outcome['session']}: {outcome['model_tool_calls']} tool calls by the model")
     return 0
 

@@ -65,7 +65,7 @@ def test_messages_sdk_tool_loop_past_the_window_in_one_session(arc_server, smol)
         for view in arc["views"]:
             assert smol.count_messages(view) <= arc["budget_tokens"]
         sessions.add(arc["session"])
-        conversation = arc["prompt_tokens_before_compaction"]
+        conversation = arc["conversation_tokens"]
         messages.append({"role": "assistant", "content": [{"type": "text", "text": "ok"}]})
         messages.append({"role": "system", "content": "<system-reminder>keep going</system-reminder>"})
         messages.append({"role": "user", "content": "next"})
@@ -120,7 +120,7 @@ def test_responses_sdk_tool_loop_past_the_window_in_one_session(arc_server):
     info = call(arc_server.base, "GET", f"/v1/arc/sessions/{sid}")[1]
     assert info["client_id"] == "thread-r" and info["requests"] == 12 and info["rebases"] == 0
     assert info["occurrences"] == 12 and info["compactions"] > 0  # each observation taken in once
-    assert arc["prompt_tokens_before_compaction"] > 2 * 4096
+    assert arc["conversation_tokens"] > 2 * 4096
     assert stored_exactly(arc_server, sid, stored) == 12
     # vLLM keeps the response (store on, VLLM_ENABLE_RESPONSES_API_STORE=1): GET finds it.
     kept = client.responses.create(model=model, input="one more", previous_response_id=previous, max_output_tokens=4)

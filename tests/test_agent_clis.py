@@ -150,7 +150,7 @@ def visible_id(signature: str, observation: str) -> str:
 def check_session(server, arcs: list[dict], client_id: str, stored: dict[str, str]):
     [sid] = {arc["session"] for arc in arcs}
     assert all(arc["view_tokens"] <= arc["budget_tokens"] for arc in arcs)
-    assert arcs[-1]["prompt_tokens_before_compaction"] > 2 * WINDOW and sum(arc["compactions"] for arc in arcs) >= 1
+    assert arcs[-1]["conversation_tokens"] > 2 * WINDOW and sum(arc["compactions"] for arc in arcs) >= 1
     with urllib.request.urlopen(f"{server.base}/v1/arc/sessions/{sid}") as response:
         info = json.loads(response.read())
     assert info["client_id"] == client_id and info["rebases"] == 0

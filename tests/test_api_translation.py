@@ -22,12 +22,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from vllm.entrypoints.anthropic.serving import AnthropicServingMessages
-from vllm.entrypoints.openai.chat_completion.protocol import ChatCompletionRequest
 from vllm.entrypoints.openai.responses.serving import OpenAIServingResponses
 
 from arc_vllm.serving.apis.messages import MessagesAPI
 from arc_vllm.serving.apis.responses import ResponsesAPI
 from arc_vllm.serving.chat import complete
+from arc_vllm.serving.chat_engine import ChatEngine
 from arc_vllm.serving.chat_stream import open_stream
 from arc_vllm.serving.compaction_handle import Handles
 from arc_vllm.serving.session_manager import SessionManager
@@ -79,13 +79,13 @@ def app_with(manager) -> SimpleNamespace:
     return SimpleNamespace(state=SimpleNamespace(anthropic_serving_messages=anthropic,
                                                  openai_serving_responses=responses, arc_sessions=manager,
                                                  arc_handles=Handles(b"a test secret, sixteen+"),
-                                                 arc_client_compaction="arc"))
+                                                 arc_client_compaction="arc", arc_engine=ChatEngine()))
 
 
 async def step(api, body: dict, app, session, engine):
     translation = await api.translate(body, app, {})
     api.bind(translation, session)
-    result = await complete(translation.chat, session, engine, None, ChatCompletionRequest, api=api.name)
+    result = await complete(translation.chat, session, ChatEngine(engine), api=api.name)
     return api.answer(translation, result, app)
 
 
@@ -180,10 +180,17 @@ def test_a_streamed_command_is_served_inside_and_never_reaches_the_client(smol, 
     async def run():
         translation = await api.translate(body, app, {})
         api.bind(translation, session)
-        events = await open_stream(translation.chat, session, engine, None, ChatCompletionRequest, api=api.name)
-        return [event async for event in api.stream(translation, events, app)]
+        chunks = await open_stream(translation.chat, session, ChatEngine(engine), api=api.name)
 
+        async def between():  # what the step hands the adapter: chunk objects, not event text
+            async for chunk in chunks:
+                passed.append(chunk)
+                yield chunk
+        return [event async for event in api.stream(translation, between(), app)]
+
+    passed = []
     events = asyncio.run(run())
+    assert passed and all(isinstance(chunk, dict) for chunk in passed)
     data = [json.loads(event.split("data: ", 1)[1]) for event in events]
     text = "".join(item.get("delta", {}).get("text", "") if api.name == "messages" else item.get("delta", "")
                    for item in data if item["type"] in ("content_block_delta", "response.output_text.delta"))
@@ -229,10 +236,9 @@ def test_model_mode_the_model_writes_the_summary_from_arcs_view_and_arc_appends_
         translation.ask = client_turn("model", app.state.arc_handles, {}, body, translation, "caller")
         api.bind(translation, session)
         if not stream:
-            result = await complete(translation.chat, session, engine, None, ChatCompletionRequest,
-                                    api=api.name, ask=translation.ask)
+            result = await complete(translation.chat, session, ChatEngine(engine), api=api.name, ask=translation.ask)
             return "".join(block.get("text", "") for block in api.answer(translation, result, app)["content"])
-        events = await open_stream(translation.chat, session, engine, None, ChatCompletionRequest, api=api.name,
+        events = await open_stream(translation.chat, session, ChatEngine(engine), api=api.name,
                                    ask=translation.ask)
         text = ""
         async for event in api.stream(translation, events, app):
@@ -320,3 +326,22 @@ def test_a_resent_responses_input_translates_as_it_would_whole(smol, plan):
                 "input": [dict(item) for item in items], "tools": [{"type": "function", "name": "cat", "parameters": {}}]}
         incremental, whole = translated_both_ways(ResponsesAPI, body, app, kept)
         assert incremental == whole
+
+
+def test_the_chat_adapter_writes_the_events_of_the_chunks_it_is_handed():
+    """Only the outermost layer writes event text: for chat completions, each chunk as one
+    ``data:`` event, then ``[DONE]``."""
+    from arc_vllm.serving.apis.chat import ChatAPI
+
+    async def chunks():
+        yield {"id": "c", "choices": [{"index": 0, "delta": {"content": "é"}}]}
+        yield {"id": "c", "choices": [], "arc": {"session": "sess_1"}}
+
+    async def run():
+        return [event async for event in ChatAPI().stream(None, chunks(), None)]
+
+    events = asyncio.run(run())
+    assert events[-1] == "data: [DONE]\n\n" and all(event.endswith("\n\n") for event in events)
+    assert [json.loads(event[len("data: "):]) for event in events[:-1]] == [
+        {"id": "c", "choices": [{"index": 0, "delta": {"content": "é"}}]},
+        {"id": "c", "choices": [], "arc": {"session": "sess_1"}}]

@@ -62,8 +62,8 @@ def test_session_drives_through_many_windows_within_budget(tiny, smol):
         for view in arc["views"]:
             assert smol.count_messages(view) <= budget
         assert response.usage.prompt_tokens <= budget and arc["view_tokens"] <= budget
-        cached += arc["cached_prompt_tokens"]
-        full = arc["prompt_tokens_before_compaction"]
+        cached += arc["prefix_cached_tokens"]
+        full = arc["conversation_tokens"]
         messages.append({"role": "assistant", "content": response.choices[0].message.content})
     assert full > 3 * 4096  # the conversation is more than three context windows long
     assert cached > 0       # prefix-stable views are served from vLLM's prefix cache
@@ -318,7 +318,7 @@ def test_durable_sessions_survive_kill_9(tmp_path):
         # the first server would have sent, earlier turns verbatim where they were.
         assert arc["views"][0][:len(before)] == before
         # The conversation's size without ARC kept counting from where it was.
-        assert arc["prompt_tokens_before_compaction"] > 4 * 50 * 5
+        assert arc["conversation_tokens"] > 4 * 50 * 5
         ids_that_name_no_session(server, session["id"])
     finally:
         server.stop()

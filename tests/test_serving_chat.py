@@ -8,29 +8,26 @@ import json
 import pytest
 
 from vllm.entrypoints.generate.base.protocol import FunctionCall, ToolCall
-from vllm.entrypoints.openai.chat_completion.protocol import ChatCompletionRequest
 
 from arc_vllm.core.errors import is_context_length_error
 from arc_vllm.serving.chat import EngineError, complete
+from arc_vllm.serving.chat_engine import ChatEngine
 from arc_vllm.serving.session_manager import SessionError, SessionManager
 from tests.helpers.fake_engine import FakeEngine, Refusal, conversation
-
-
-request_class = ChatCompletionRequest  # vLLM's own request: fields validated as in the server
 
 
 def test_context_length_refusal_compacts_and_retries(smol):
     manager = SessionManager(smol, 4096, {})
     session = manager.create()
     engine = FakeEngine(refusals=2)
-    response = asyncio.run(complete({"messages": conversation(8)}, session, engine, None, request_class))
+    response = asyncio.run(complete({"messages": conversation(8)}, session, ChatEngine(engine)))
     arc = response["arc"]
     assert arc["reactive_retries"] == 2 and arc["engine_calls"] == 3
     assert arc["compactions"] >= 2 and response["choices"][0]["message"]["content"] == "done"
     # Each retry sent a smaller (or equal) view, and nothing stored was lost.
     sizes = arc["view_tokens_per_call"]
     assert sizes[1] <= sizes[0] and sizes[2] <= sizes[1]
-    assert len(session.store) == 8 and arc["cached_prompt_tokens"] == 64
+    assert len(session.store) == 8 and arc["prefix_cached_tokens"] == 64
 
 
 def tool_call(name, arguments):
@@ -44,8 +41,7 @@ def test_until_arc_acts_the_prompt_is_the_clients_own(smol):
     tools = [{"type": "function", "function": {"name": "cat"}}]
     messages = [{"role": "system", "content": "Be brief."}] + conversation(3)
     engine = FakeEngine(0)
-    response = asyncio.run(complete({"messages": messages, "tools": tools}, session, engine, None,
-                                    request_class))
+    response = asyncio.run(complete({"messages": messages, "tools": tools}, session, ChatEngine(engine)))
     assert response["arc"]["compactions"] == 0
     [sent] = engine.requests
     assert [tool.function.name for tool in sent.tools] == ["cat"]
@@ -55,11 +51,10 @@ def test_until_arc_acts_the_prompt_is_the_clients_own(smol):
 def test_several_choices_pass_through_until_arc_acts_then_get_a_clear_400(smol):
     session = SessionManager(smol, 4096, {}).create({"context_window": 2048, "max_tokens": 256})
     engine = FakeEngine(0)
-    asyncio.run(complete({"messages": conversation(2), "n": 2}, session, engine, None, request_class))
+    asyncio.run(complete({"messages": conversation(2), "n": 2}, session, ChatEngine(engine)))
     assert engine.requests[0].n == 2
     with pytest.raises(SessionError, match="n: this session has been compacted") as refused:
-        asyncio.run(complete({"messages": conversation(16), "n": 2}, session, FakeEngine(0), None,
-                             request_class))
+        asyncio.run(complete({"messages": conversation(16), "n": 2}, session, ChatEngine(FakeEngine(0))))
     assert refused.value.status == 400 and len(session.store) == 16  # nothing lost
 
 
@@ -71,14 +66,14 @@ def test_arc_tool_calls_are_offered_and_served_inside(smol):
     messages = conversation(16)
     body = {"messages": messages, "tools": [{"type": "function", "function": {"name": "cat"}}]}
     first = FakeEngine(0)
-    assert asyncio.run(complete(body, session, first, None, request_class))["arc"]["compactions"] >= 1
+    assert asyncio.run(complete(body, session, ChatEngine(first)))["arc"]["compactions"] >= 1
     assert {tool.function.name for tool in first.requests[0].tools} == {"cat", "_recall", "_recall_meta", "_catalog"}
     view = first.requests[0].messages
     assert view[0] == messages[0] and "ARC manages this context" in view[1]["content"]
     id = session.store.ids()[0]
     engine = FakeEngine(0, tool_calls=[tool_call("_recall", {"id": id}),
                                        tool_call("_catalog", {"page": 1})])
-    response = asyncio.run(complete(body, session, engine, None, request_class))
+    response = asyncio.run(complete(body, session, ChatEngine(engine)))
     offered = {tool.function.name for tool in engine.requests[0].tools}
     assert offered == {"cat", "_recall", "_recall_meta", "_catalog"}
     assert response["arc"]["commands_served"] == 2 and response["arc"]["recalls"] == 1
@@ -95,8 +90,7 @@ def test_a_refusal_that_persists_is_returned_not_looped(smol):
     manager = SessionManager(smol, 4096, {})
     session = manager.create()
     with pytest.raises(EngineError) as refused:
-        asyncio.run(complete({"messages": conversation(2)}, session, FakeEngine(refusals=99),
-                             None, request_class))
+        asyncio.run(complete({"messages": conversation(2)}, session, ChatEngine(FakeEngine(refusals=99))))
     assert refused.value.status == 400
     assert "maximum context length" in refused.value.body["error"]["message"]
     assert len(session.store) == 2
@@ -114,7 +108,7 @@ def test_bad_bodies_are_refused_before_anything_is_stored(smol):
                         ({"messages": [{"role": "user", "content": [{"type": "image_url"}]}]}, "text content"),
                         ({"messages": [{"role": "user", "content": "x"}], "max_tokens": "many"}, "max_tokens")]:
         with pytest.raises(SessionError, match=field):
-            asyncio.run(complete(body, session, FakeEngine(0), None, request_class))
+            asyncio.run(complete(body, session, ChatEngine(FakeEngine(0))))
     assert len(session.store) == 0
 
 
@@ -128,7 +122,45 @@ def test_text_parts_and_null_content_are_taken_in_as_vllm_reads_them(smol):
                     {"id": "t1", "type": "function", "function": {"name": "cat", "arguments": "{}"}}]},
                 {"role": "tool", "tool_call_id": "t1", "content": [{"type": "text", "text": "line 1"},
                                                                    {"type": "text", "text": "line 2"}]}]
-    asyncio.run(complete({"messages": messages}, session, FakeEngine(0), None, request_class))
+    asyncio.run(complete({"messages": messages}, session, ChatEngine(FakeEngine(0))))
     [record] = session.store.records()
     assert record.content == "line 1\nline 2" and record.signature == "cat({})"
     assert session.context.prefix[1]["content"] == "Read\na.txt"
+
+
+def test_the_engine_request_is_built_once_and_copied_for_each_engine_call(smol, monkeypatch):
+    """vLLM's request model runs once per request (the check of its fields and new messages);
+    each engine call (here three: two refusals, then the answer) gets a copy with its own view,
+    the client's other fields as they were."""
+    built = []
+    original = ChatEngine.request
+
+    def counted(self, fields, first_message=0):
+        built.append(len(fields["messages"]))
+        return original(self, fields, first_message)
+
+    monkeypatch.setattr(ChatEngine, "request", counted)
+    session = SessionManager(smol, 4096, {}).create()
+    engine = FakeEngine(refusals=2)
+    body = {"messages": conversation(8), "temperature": 0.5, "seed": 7, "max_completion_tokens": 64}
+    response = asyncio.run(complete(body, session, ChatEngine(engine)))
+    assert response["arc"]["engine_calls"] == 3 and built == [len(body["messages"])]
+    sent = engine.requests
+    assert len({id(request) for request in sent}) == 3
+    assert all(request.temperature == 0.5 and request.seed == 7 and request.max_completion_tokens == 64
+               for request in sent)
+    assert all(request.vllm_xargs["arc_session"] == session.id for request in sent)
+    # A resent conversation: the request model checks only the messages the session has not taken in.
+    built.clear()
+    asyncio.run(complete(dict(body, messages=conversation(9)), session, ChatEngine(FakeEngine(0))))
+    assert built == [2]
+
+
+def test_the_arc_object_and_the_session_record_give_each_figure_one_name(smol):
+    session = SessionManager(smol, 4096, {}).create()
+    arc = asyncio.run(complete({"messages": conversation(8)}, session, ChatEngine(FakeEngine(refusals=1))))["arc"]
+    [record] = session.records
+    shared = set(record) - {"time", "stream"}
+    assert shared <= set(arc) and {name: arc[name] for name in shared} == {name: record[name] for name in shared}
+    assert record["conversation_tokens"] > 0 and record["prefix_cached_tokens"] == 64 == arc["prefix_cached_tokens"]
+    assert "prompt_tokens_before_compaction" not in arc and "cached_prompt_tokens" not in arc

@@ -109,9 +109,8 @@ def test_bad_limits_are_refused():
 def test_requests_are_recorded_and_survive_an_unload(smol, tmp_path):
     import asyncio
 
-    from vllm.entrypoints.openai.chat_completion.protocol import ChatCompletionRequest
-
     from arc_vllm.serving.chat import complete
+    from arc_vllm.serving.chat_engine import ChatEngine
     from tests.helpers.fake_engine import FakeEngine
 
     manager = SessionManager(smol, 4096, {}, str(tmp_path), ttl_s=60)
@@ -119,7 +118,7 @@ def test_requests_are_recorded_and_survive_an_unload(smol, tmp_path):
     messages = conversation(4)
     for count in (4, 8, 16):
         messages = conversation(count)
-        asyncio.run(complete({"messages": messages}, session, FakeEngine(0), None, ChatCompletionRequest))
+        asyncio.run(complete({"messages": messages}, session, ChatEngine(FakeEngine(0))))
     records = list(session.records)
     assert len(records) == 3 and [r["engine_calls"] for r in records] == [1, 1, 1]
     assert records[0]["conversation_tokens"] < records[-1]["conversation_tokens"]

@@ -28,23 +28,13 @@ from fastapi import Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import BaseRoute
 
-from arc_vllm.kv.extra_args import session_of_body
 from arc_vllm.serving import compaction, metrics, ownership
 from arc_vllm.serving.apis import ConversationAPI, Declined, json_body
 from arc_vllm.serving.chat import EngineError, complete
 from arc_vllm.serving.chat_stream import open_stream
-from arc_vllm.serving.conversation_keys import conversation_of, headers_of
+from arc_vllm.serving.conversation_keys import SESSION_HEADER, conversation_of, headers_of, session_named
 from arc_vllm.serving.session_lock import SessionBusy
 from arc_vllm.serving.sessions import SessionError
-
-SESSION_HEADER = "x-arc-session"
-
-
-def session_named(header: str | None, body) -> str | None:
-    """The session a request names: ``vllm_xargs.arc_session``, else ``X-ARC-Session``."""
-    named = session_of_body(body)
-    return named if named is not None else header
-
 
 class ArcRoute(BaseRoute):
     """Matches exactly what vLLM's route matches; ARC requests are answered here, the rest are
@@ -137,11 +127,9 @@ class ArcRoute(BaseRoute):
                                                     conversation_of(api.name, headers, body), who=making,
                                                     prints=prints_of(translation.chat["messages"]))
             sid = routed.id
-        serving, kv_warmup = app.state.openai_serving_chat, getattr(app.state, "arc_kv_warmup", None)
-        from vllm.entrypoints.openai.chat_completion.protocol import ChatCompletionRequest
-
-        step = {"held": continued.held, "handoff": continued.handoff, "ask": translation.ask, "received": received,
-                "prints_of": prints_of}
+        engine = app.state.arc_engine
+        step = {"api": api.name, "held": continued.held, "handoff": continued.handoff, "ask": translation.ask,
+                "received": received, "prints_of": prints_of}
         held = contextlib.AsyncExitStack()  # the session, until the answer has gone out
         try:
             try:
@@ -154,11 +142,9 @@ class ArcRoute(BaseRoute):
             compaction.check_current(continued, session)
             api.bind(translation, session)
             if translation.chat.get("stream"):
-                events = await open_stream(translation.chat, session, serving, request,
-                                           ChatCompletionRequest, kv_warmup, api.name, **step)
+                chunks = await open_stream(translation.chat, session, engine, request, **step)
             else:
-                result = await complete(translation.chat, session, serving, request,
-                                        ChatCompletionRequest, kv_warmup, api.name, **step)
+                result = await complete(translation.chat, session, engine, request, **step)
         except Exception as exc:
             await held.aclose()
             metrics.refresh(manager)
@@ -174,10 +160,10 @@ class ArcRoute(BaseRoute):
 
         async def relayed():
             try:
-                async for event in api.stream(translation, events, app):
+                async for event in api.stream(translation, chunks, app):
                     yield event
             finally:
-                await events.aclose()
+                await chunks.aclose()
                 await held.aclose()
                 metrics.refresh(manager)
 

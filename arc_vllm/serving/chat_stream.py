@@ -2,60 +2,59 @@
 
     open_stream(...)   archive, render, start the first engine call: an error up to here is
                        an HTTP error (4xx), as for a non-streamed request
-    relay(...)         vLLM's chat.completion.chunk events, passed through ``HeldBack``
-                       (``serving/stream_filter.py``): only what may still be an ARC command is
-                       held. When the generation held one, the client has seen none of it: the
-                       command is served here and the continuation streams like any answer.
+    relay(...)         vLLM's chat.completion.chunk events, decoded once, passed through
+                       ``HeldBack`` (``serving/stream_filter.py``): only what may still be an
+                       ARC command is held. When the generation held one, the client has seen
+                       none of it: the command is served here and the continuation streams like
+                       any answer.
 
-The stream ends with the final generation's ``finish_reason`` chunk, then (with
-``stream_options.include_usage``) the usage chunk, then ``data: [DONE]``. The ``arc`` object
-rides the last chunk before ``[DONE]``: the usage chunk when usage was asked for, else the
-``finish_reason`` chunk. The session's lock is held from the first event to the last, so a
-session's requests still run one at a time.
+The step yields chunk objects (dicts); only the API's adapter writes event text (chat
+completions: ``data: {chunk}``, then ``data: [DONE]``; ``serving/apis/``). The chunks end with
+the final generation's ``finish_reason`` chunk, then (with ``stream_options.include_usage``)
+the usage chunk. The ``arc`` object rides the last: the usage chunk when usage was asked for,
+else the ``finish_reason`` chunk. An error after the first chunk is a chunk holding ``error``,
+and the last. The session's lock is held from the first chunk to the last, so a session's
+requests still run one at a time.
 """
 
 from __future__ import annotations
 
 import json
 
-from arc_vllm.core.transcript import fingerprints
-
 from arc_vllm.serving import compaction
 from arc_vllm.serving.apis import openai_error
 from arc_vllm.serving.chat import ChatStep, EngineError, answer_of, check_body
-from arc_vllm.serving.conversation_keys import CHAT
 from arc_vllm.serving.sessions import SessionError
 from arc_vllm.serving.stream_filter import HeldBack
 from arc_vllm.serving.tools import ARC_TOOL_NAMES
 
 
-async def open_stream(body: dict, session, serving, raw_request, request_class, kv_warmup=None,
-                      api: str = CHAT, held: int = 0, handoff: bool = False, ask=None,
-                      received: float | None = None, prints_of=fingerprints):
-    """Start a streamed step; returns the event iterator. Raises ``SessionError`` or
-    ``EngineError`` when the request fails before its first event. A compaction answered
-    alone (``serving/compaction.py``) streams with no engine call."""
-    check_body(body, held)
+async def open_stream(body: dict, session, engine, raw_request=None, **options):
+    """Start a streamed step on ``engine`` (``options``: ``ChatStep``'s keywords); returns the
+    iterator of its chunks. Raises ``SessionError`` or ``EngineError`` when the request fails
+    before its first chunk. A compaction answered alone (``serving/compaction.py``) streams
+    with no engine call."""
+    check_body(body, options.get("held", 0))
     if (body.get("n") or 1) > 1:
         raise SessionError("n: a streamed ARC answer has one choice (n=1); ask without stream "
                            "for several, or name no session")
     await session.lock.acquire()
-    step = ChatStep(body, session, serving, raw_request, request_class, kv_warmup, api, held, handoff, ask,
-                    received, prints_of)
-    options = body.get("stream_options") or {}
+    stream_options = body.get("stream_options") or {}
+    step = None
     try:
-        step.begin()
-        if ask is not None and ask.alone:
+        step = ChatStep(body, session, engine, raw_request, **options)
+        if step.ask is not None and step.ask.alone:
             result = compaction.response(step, body.get("model") or "")
             session.lock.release()
-            return compaction.events(result, bool(options.get("include_usage")))
+            return compaction.chunks(result, bool(stream_options.get("include_usage")))
         events = await step.call(stream=True)
     except BaseException:
-        if step.context is not None:  # what was archived is saved
+        if step is not None:  # what was archived is saved
             step.end()
         session.lock.release()
         raise
-    return relay(step, events, bool(options.get("include_usage")), bool(options.get("continuous_usage_stats")))
+    return relay(step, events, bool(stream_options.get("include_usage")),
+                 bool(stream_options.get("continuous_usage_stats")))
 
 
 def data_of(events: str):
@@ -63,10 +62,6 @@ def data_of(events: str):
     for line in events.split("\n"):
         if line.startswith("data: ") and line[6:].strip() != "[DONE]":
             yield json.loads(line[6:])
-
-
-def sse(payload) -> str:
-    return f"data: {json.dumps(payload, ensure_ascii=False)}\n\n"
 
 
 class Generation:
@@ -116,8 +111,7 @@ async def relay(step: ChatStep, events, include_usage: bool, continuous_usage: b
             async for block in events:
                 for chunk in data_of(block):
                     if "error" in chunk:  # an engine error mid-stream: passed on, and the end
-                        yield sse(chunk)
-                        yield "data: [DONE]\n\n"
+                        yield chunk
                         return
                     if base is None:
                         base = {key: chunk[key] for key in ("id", "object", "created", "model") if key in chunk}
@@ -133,8 +127,8 @@ async def relay(step: ChatStep, events, include_usage: bool, continuous_usage: b
                             generation.finish_reason = choice["finish_reason"]
                         if out:
                             usage = {"usage": chunk["usage"]} if continuous_usage and chunk.get("usage") else {}
-                            yield sse({**base, "choices": [{"index": 0, "delta": out, "logprobs": logprobs,
-                                                            "finish_reason": None}], **usage})
+                            yield {**base, "choices": [{"index": 0, "delta": out, "logprobs": logprobs,
+                                                        "finish_reason": None}], **usage}
             step.count_usage(generation.usage)
             if step.serve(generation.message()):  # a command: served, and the model goes on
                 client_calls = held.num_client_calls
@@ -142,28 +136,26 @@ async def relay(step: ChatStep, events, include_usage: bool, continuous_usage: b
                 continue
             rest = held.finish()
             if rest:
-                yield sse({**base, "choices": [{"index": 0, "delta": rest, "finish_reason": None}]})
+                yield {**base, "choices": [{"index": 0, "delta": rest, "finish_reason": None}]}
             if appendix := compaction.appended(step.ask):  # the model's summary, then ARC's stubs and handle
                 generation.add({"content": appendix})
                 step.ask.decoded_tokens = (generation.usage or {}).get("completion_tokens") or 0
-                yield sse({**base, "choices": [{"index": 0, "delta": {"content": appendix}, "finish_reason": None}]})
+                yield {**base, "choices": [{"index": 0, "delta": {"content": appendix}, "finish_reason": None}]}
             finish = generation.finish_reason
             if finish == "tool_calls" and held.num_client_calls == client_calls:
                 finish = "stop"  # only ARC's calls were made, and the client saw none of them
             arc = step.end(generation.answer())
             final = {**base, "choices": [{"index": 0, "delta": {}, "finish_reason": finish}]}
             if include_usage:
-                yield sse(final)
-                yield sse({**base, "choices": [], "usage": generation.usage, "arc": arc})
+                yield final
+                yield {**base, "choices": [], "usage": generation.usage, "arc": arc}
             else:
-                yield sse({**final, "arc": arc})
-            yield "data: [DONE]\n\n"
+                yield {**final, "arc": arc}
             return
     except Exception as error:  # after the first event the status is sent: report in the stream
         body = error.body if isinstance(error, EngineError) else openai_error(
             f"ARC stream failed: {error}", 500, "internal_error")
-        yield sse(body)
-        yield "data: [DONE]\n\n"
+        yield body
     finally:
         if hasattr(events, "aclose"):  # a client gone mid-stream: vLLM aborts its request
             await events.aclose()

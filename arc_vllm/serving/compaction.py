@@ -25,13 +25,12 @@ recall line and handle to the model's summary (``appended``); ``pass``: not reco
 The route (``serving/api_route.py``) and the API adapters make a ``CompactionAsk``; the step
 (``serving/chat.py``) runs it once the request's messages are taken in (``run``), so the
 handle stands exactly for what the session holds; a compaction answered alone never reaches
-the engine (``response``, ``events``). A threshold compares the conversation as the client
+the engine (``response``, ``chunks``). A threshold compares the conversation as the client
 holds it: the whole conversation, or, after a handle, the handoff and what followed it.
 """
 
 from __future__ import annotations
 
-import json
 import secrets
 import time
 from dataclasses import dataclass, field
@@ -221,22 +220,18 @@ def response(step, model: str) -> dict:
     return result
 
 
-async def events(result: dict, include_usage: bool):
-    """``response``'s answer as a chat completion stream, as ``chat_stream.relay`` ends one."""
+async def chunks(result: dict, include_usage: bool):
+    """``response``'s answer as the chunks of a chat completion stream, as ``chat_stream.relay``
+    ends one."""
     base = {key: result[key] for key in ("id", "created", "model")}
     base["object"] = "chat.completion.chunk"
     [choice] = result["choices"]
-
-    def sse(payload: dict) -> str:
-        return f"data: {json.dumps(payload, ensure_ascii=False)}\n\n"
-
-    yield sse({**base, "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}]})
-    yield sse({**base, "choices": [{"index": 0, "delta": {"content": choice["message"]["content"]},
-                                    "finish_reason": None}]})
+    yield {**base, "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}]}
+    yield {**base, "choices": [{"index": 0, "delta": {"content": choice["message"]["content"]},
+                                "finish_reason": None}]}
     final = {**base, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}
     if include_usage:
-        yield sse(final)
-        yield sse({**base, "choices": [], "usage": result["usage"], "arc": result["arc"]})
+        yield final
+        yield {**base, "choices": [], "usage": result["usage"], "arc": result["arc"]}
     else:
-        yield sse({**final, "arc": result["arc"]})
-    yield "data: [DONE]\n\n"
+        yield {**final, "arc": result["arc"]}

@@ -35,6 +35,9 @@ good. A forgotten session is still there by its id; only a conversation that nam
 starts a new one. Processes that share a store folder share the index too, one small file per
 conversation start (``state``/``from_state``; ``SessionManager.for_conversation``).
 
+A front over several servers (the Ray front, ``serving/ray_serve.py``) keeps a conversation on
+one server by ``routing_key``, from the same keys.
+
 Run ``python -m arc_vllm.serving.conversation_index`` for an example.
 """
 
@@ -42,6 +45,11 @@ from __future__ import annotations
 
 import hashlib
 from collections import OrderedDict
+
+from arc_vllm.core.transcript import fingerprint
+from arc_vllm.serving.conversation_keys import (ARC_RESPONSE, RESPONSES, SESSION_HEADER, caller_of,
+                                                conversation_of, session_named)
+from arc_vllm.serving.sessions import SessionError
 
 
 MAX_INDEXED = 65536  # sessions found by their conversation, the most recently used
@@ -61,6 +69,50 @@ def chain(scope: str, prints: list[str]) -> list[str]:
         key = hashlib.sha1(f"{key}\x1f{print_}".encode()).hexdigest()
         keys.append(key)
     return keys
+
+
+def routing_key(api: str | None, headers: dict[str, str], body) -> str | None:
+    """The key every request of one session or conversation shares, for a front that assigns
+    them to one server (``serving/ray_serve.py``), from the keys above: the session named (or
+    that ARC's ``previous_response_id`` names), else, for a conversational API (``api``), the
+    client's own conversation id or the conversation's start (its system text and first
+    message, Anthropic's moving ``cache_control`` marks left out), with the caller. (A
+    server's implicit index matches whole translated conversations (``ConversationIndex``);
+    a front needs only that one conversation's requests share a key. None: no key.)"""
+    header = headers.get(SESSION_HEADER)
+    sid = session_named(header, body)
+    if isinstance(sid, str):
+        return sid
+    if header is not None or not isinstance(body, dict):
+        return header
+    previous = ARC_RESPONSE.match(str(body.get("previous_response_id") or ""))
+    if previous:
+        return previous.group(1)
+    if api is None:
+        return None
+    caller = caller_of(headers, body)
+    try:
+        conversation = conversation_of(api, headers, body)
+    except SessionError:  # an id that cannot be stored: any server answers the 400
+        return None
+    if conversation is not None:
+        return "conversation-" + client_scope(caller, conversation)
+    items = body.get("messages") if api != RESPONSES else body.get("input")
+    items = [items] if isinstance(items, str) else items
+    if isinstance(items, list) and items and isinstance(items[0], (dict, str)):
+        start = without_cache_control([body.get("system") or body.get("instructions"), items[0]])
+        return "conversation-" + chain(caller, [fingerprint({"start": start})])[0]
+    return None
+
+
+def without_cache_control(value):
+    """An Anthropic message or system with its ``cache_control`` marks left out: Claude Code
+    moves them from turn to turn, so a conversation's first message keeps one key."""
+    if isinstance(value, list):
+        return [without_cache_control(item) for item in value]
+    if isinstance(value, dict):
+        return {key: without_cache_control(item) for key, item in value.items() if key != "cache_control"}
+    return value
 
 
 class ConversationIndex:
@@ -159,9 +211,6 @@ class ConversationIndex:
 
 
 if __name__ == "__main__":
-    from arc_vllm.core.transcript import fingerprint
-    from arc_vllm.serving.conversation_keys import caller_of
-
     index = ConversationIndex()
     caller = caller_of({"authorization": "Bearer team-a"}, None)
     first = [{"role": "user", "content": "Fix the tests."}]

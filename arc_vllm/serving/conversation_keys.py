@@ -2,6 +2,10 @@
 
 One owner for these wire keys (as ``kv/extra_args.py`` is for ARC's own request fields):
 
+    session         the ARC session a request names: ``vllm_xargs.arc_session``, else the
+                    ``X-ARC-Session`` header (``session_named``); a Responses request's
+                    ``previous_response_id`` when ARC gave it (``ARC_RESPONSE``: the id carries
+                    the session)
     caller          the ``Authorization`` or ``x-api-key`` value (the OpenAI and the Anthropic
                     SDKs send the key in one or the other), with the end user the body asserts
                     (``user``, ``safety_identifier``; Anthropic's ``metadata.user_id`` where it
@@ -26,6 +30,9 @@ plain ``metadata.user_id``). Every such
 identifier is text of at most ``MAX_KEY_CHARS`` characters, or the request is a 400 before
 anything is stored (``checked_id``). Whose sessions these are is ``serving/ownership.py``'s.
 
+A request's routing key (``conversation_index.routing_key``: the Ray front's) is made of these
+keys too: the session named, else the caller's conversation id, else its start.
+
 Pure Python; run ``python -m arc_vllm.serving.conversation_keys`` for an example.
 """
 
@@ -33,7 +40,10 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
+import secrets
 
+from arc_vllm.kv.extra_args import session_of_body
 from arc_vllm.serving.sessions import SessionError
 
 CHAT, MESSAGES, RESPONSES = "chat", "messages", "responses"  # the APIs, as metrics label them
@@ -46,6 +56,21 @@ CONVERSATION_KEYS = {
     RESPONSES: EVERY_API + (("body", "prompt_cache_key"), ("header", "session-id")),
 }
 MAX_KEY_CHARS = 512  # the longest identifier taken (a conversation id, a user, a caller)
+SESSION_HEADER = "x-arc-session"
+# A response id ARC gave (``arc_response_id``): ``resp_{session}_{request}_{random}``.
+ARC_RESPONSE = re.compile(r"^resp_(sess_[0-9a-f]+)_([0-9]+)_[0-9a-f]+$")
+
+
+def arc_response_id(session_id: str, request: int) -> str:
+    """The id of a Responses answer ARC gives for the ``request``-th request of a session:
+    a later ``previous_response_id`` names the session and the answer (``ARC_RESPONSE``)."""
+    return f"resp_{session_id}_{request}_{secrets.token_hex(8)}"
+
+
+def session_named(header: str | None, body) -> str | None:
+    """The session a request names: ``vllm_xargs.arc_session``, else ``X-ARC-Session``."""
+    named = session_of_body(body)
+    return named if named is not None else header
 
 
 def headers_of(scope) -> dict[str, str]:

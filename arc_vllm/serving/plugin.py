@@ -290,10 +290,16 @@ class ArcEndpoint:
         # vLLM's --api-server-count N runs N API processes: each has its own sessions object,
         # so they must share them through the store folder.
         shared = args.arc_shared_sessions or (getattr(args, "api_server_count", None) or 1) > 1
+        kv_warmup = None
         if getattr(args, "arc_kv_reuse", False):
             from arc_vllm.serving.kv_warmup import KVWarmup
 
-            state.arc_kv_warmup = KVWarmup(engine_client, counter, recompute_tokens=args.arc_kv_reuse_recompute)
+            kv_warmup = KVWarmup(engine_client, counter, recompute_tokens=args.arc_kv_reuse_recompute)
+        from arc_vllm.serving.chat_engine import ChatEngine
+
+        # The one engine every ARC step calls: vLLM's chat handler (made before the plugins'
+        # state), the warm-up, vLLM's request model.
+        state.arc_engine = ChatEngine(getattr(state, "openai_serving_chat", None), kv_warmup)
         state.arc_sessions = SessionManager(counter, model_config.max_model_len,
                                             budgets_from(args), args.arc_store_dir, shared=shared,
                                             ttl_s=args.arc_session_ttl, max_sessions=args.arc_max_sessions,

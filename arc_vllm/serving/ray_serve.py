@@ -47,62 +47,20 @@ def api_of_path() -> dict[str, str]:
     return {path: api.name for api in (chat, *others, compact) for path in api.paths}
 
 
-def without_cache_control(value):
-    """An Anthropic message or system with its ``cache_control`` marks left out: Claude Code
-    moves them from turn to turn, so a conversation's first message keeps one key."""
-    if isinstance(value, list):
-        return [without_cache_control(item) for item in value]
-    if isinstance(value, dict):
-        return {key: without_cache_control(item) for key, item in value.items() if key != "cache_control"}
-    return value
-
-
 def session_of(path: str, headers, body: bytes) -> str | None:
-    """The routing key of a request: the ARC session it names (or that its
-    ``previous_response_id`` names: ARC's response ids carry it), else (a request of a
-    conversational API naming none, which a replica serves in an implicit session) the
-    client's own conversation id or the conversation's start, with the caller, so that every
-    request of one conversation reaches the same replica."""
+    """The routing key of a request: the ARC session its path names (``/v1/arc/sessions/{sid}``),
+    else the server's own keys of its body and headers (``conversation_index.routing_key``), so
+    that every request of one session or conversation reaches the same replica."""
     parts = path.strip("/").split("/")
     if parts[:3] == ["v1", "arc", "sessions"] and len(parts) > 3:
         return parts[3]
-    from arc_vllm.serving.api_route import SESSION_HEADER, session_named  # the server's own rules
-    from arc_vllm.serving.apis.responses import ARC_RESPONSE
+    from arc_vllm.serving.conversation_index import routing_key
 
-    header = headers.get(SESSION_HEADER)
     try:
         data = json.loads(body) if body else None
     except ValueError:
         data = None
-    sid = session_named(header, data)
-    if isinstance(sid, str):
-        return sid
-    if header is not None or not isinstance(data, dict):
-        return header
-    previous = ARC_RESPONSE.match(str(data.get("previous_response_id") or ""))
-    if previous:
-        return previous.group(1)
-    api = api_of_path().get("/" + "/".join(parts))
-    if api is None:
-        return None
-    from arc_vllm.core.transcript import fingerprint
-    from arc_vllm.serving.conversation_index import chain, client_scope
-    from arc_vllm.serving.conversation_keys import caller_of, conversation_of
-    from arc_vllm.serving.sessions import SessionError
-
-    caller = caller_of(dict(headers), data)
-    try:
-        conversation = conversation_of(api, dict(headers), data)
-    except SessionError:  # an id that cannot be stored: any replica answers the 400
-        return None
-    if conversation is not None:
-        return "conversation-" + client_scope(caller, conversation)
-    items = data.get("messages") if api != "responses" else data.get("input")
-    items = [items] if isinstance(items, str) else items
-    if isinstance(items, list) and items and isinstance(items[0], (dict, str)):
-        start = without_cache_control([data.get("system") or data.get("instructions"), items[0]])
-        return "conversation-" + chain(caller, [fingerprint({"start": start})])[0]
-    return None
+    return routing_key(api_of_path().get("/" + "/".join(parts)), dict(headers), data)
 
 
 def front_app(replicas, routing: str):

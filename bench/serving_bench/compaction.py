@@ -112,8 +112,8 @@ def run_way(base: str, model: str, api: str, way: str, steps: int, checkpoints: 
             raise RuntimeError(f"{api}/{way}: step {index} went to session {arc['session']}, not {session}")
         rows.append({"ms": ms, "arc_ms": arc["arc_ms"], "engine_ms": arc.get("engine_ms", 0.0),
                      "route_ms": arc.get("route_ms", 0.0), "bytes": sent,
-                     "conversation_tokens": arc.get("prompt_tokens_before_compaction")})
-        if interval is None and (arc.get("prompt_tokens_before_compaction") or 0) > window // 2:
+                     "conversation_tokens": arc.get("conversation_tokens")})
+        if interval is None and (arc.get("conversation_tokens") or 0) > window // 2:
             interval = index - last
         over = interval is not None and index - last >= interval
         if over and way != "resent":

@@ -35,7 +35,7 @@ async def one_conversation(client, model, session_index, turns, arc_session, rec
             record["compactions"] += arc["compactions"]
             record["over_budget"] += arc["view_tokens"] > arc["budget_tokens"]
             record["prompt_tokens"] += arc["prompt_tokens"]
-            record["cached_tokens"] += arc["cached_prompt_tokens"]
+            record["cached_tokens"] += arc["prefix_cached_tokens"]
             if "replica" in arc:
                 record["replicas"].setdefault(session_index, []).append(arc["replica"])
         messages.append({"role": "assistant", "content": response.choices[0].message.content or ""})

@@ -31,7 +31,7 @@ async def prefix_reuse(server, turns, counter) -> dict:
             model=model, messages=messages, max_tokens=8,
             extra_body={"vllm_xargs": {"arc_session": session["id"]}})
         arc = response.model_extra["arc"]
-        arc_rows.append((arc["prompt_tokens"], arc["cached_prompt_tokens"], arc["compactions"] > 0))
+        arc_rows.append((arc["prompt_tokens"], arc["prefix_cached_tokens"], arc["compactions"] > 0))
         messages.append({"role": "assistant", "content": response.choices[0].message.content or ""})
         # Naive: the newest messages that fit the same budget (the task prefix kept).
         plain = [{"role": m["role"], "content": m.get("content") or json.dumps(m.get("tool_calls"))}

@@ -1,11 +1,14 @@
 """Chat completions (``POST /v1/chat/completions``): the ARC path's own form, so the adapter
-translates nothing (the ARC path validates the body: ``chat.check_body``, ``chat.check_request``). It decides only
+translates nothing (the ARC path validates the body: ``chat.check_body``, ``ChatEngine.check``); it writes
+the stream's events from ARC's chunks. It decides only
 what ARC takes when no session is named: messages it can read, text content and one choice;
 the rest (image parts, ``n`` > 1, a body without messages) plain vLLM answers as without
 ``--arc``.
 """
 
 from __future__ import annotations
+
+import json
 
 from arc_vllm.core.transcript import content_text
 from arc_vllm.serving.apis import ConversationAPI, Declined, Translation
@@ -37,5 +40,7 @@ class ChatAPI(ConversationAPI):
     def answer(self, translation: Translation, response: dict, app) -> dict:
         return response
 
-    def stream(self, translation: Translation, events, app):
-        return events
+    async def stream(self, translation: Translation, chunks, app):
+        async for chunk in chunks:
+            yield f"data: {json.dumps(chunk, ensure_ascii=False)}\n\n"
+        yield "data: [DONE]\n\n"

@@ -148,49 +148,49 @@ class MessagesAPI(ConversationAPI):
             answer["context_management"] = {"applied_edits": ask.applied}
         return {**answer, "arc": arc}
 
-    async def stream(self, translation: Translation, events, app):
-        """vLLM's converter over ARC's chunks; ``arc`` moved from the last chunk to
-        ``message_delta``, and an error after the first event sent as Anthropic's ``error``."""
+    async def stream(self, translation: Translation, chunks, app):
+        """vLLM's converter over ARC's chunks (written as the chat events it reads); ``arc``
+        moved from the last chunk to ``message_delta``, and an error after the first event sent
+        as Anthropic's ``error``. Only the events ARC changes are read back."""
         seen: dict = {}
 
-        async def chunks():
-            async for event in events:
-                payload = event[6:].strip() if event.startswith("data: ") else ""
-                if payload and payload != "[DONE]":
-                    data = json.loads(payload)
-                    if "error" in data:  # the engine failed mid-stream: the converter stops here
-                        seen["error"] = data["error"]
-                        return
-                    if "arc" in data:
-                        seen["arc"] = data.pop("arc")
-                        event = f"data: {json.dumps(data, ensure_ascii=False)}\n\n"
-                yield event
+        async def events():
+            async for chunk in chunks:
+                if "error" in chunk:  # the engine failed mid-stream: the converter stops here
+                    seen["error"] = chunk["error"]
+                    return
+                if "arc" in chunk:
+                    seen["arc"] = chunk.pop("arc")
+                yield f"data: {json.dumps(chunk, ensure_ascii=False)}\n\n"
+            yield "data: [DONE]\n\n"
 
         ask = translation.ask
         led = ask is not None and ask.as_item  # a compaction block at index 0, the answer after it
-        async for event in handler_of(app).message_stream_converter(chunks()):
-            kind, data = parse_event(event)
+        item_only = ask is not None and ask.item_only  # a compaction alone: the block is the answer
+        async for event in handler_of(app).message_stream_converter(events()):
+            kind = event_kind(event)
             if kind == "message_start" and led:
                 yield event
                 for block_event in block_events(compaction_block(ask)):
                     yield block_event
                 continue
-            if ask is not None and ask.item_only and kind in ("content_block_start", "content_block_delta",
-                                                          "content_block_stop"):
-                continue  # a compaction alone: the block is the answer
-            if led and kind.startswith("content_block_"):
+            block = kind.startswith("content_block_")
+            if item_only and block:
+                continue
+            if not (kind == "message_delta" or (led and block)) or (data := event_data(event)) is None:
+                yield event  # as vLLM wrote it
+                continue
+            if block:
                 data["index"] += 1
-            if kind == "message_delta":
+            else:
                 if "arc" in seen:
                     data["arc"] = seen["arc"]
                 if ask is not None:
                     data["context_management"] = {"applied_edits": ask.applied}
-                    if ask.item_only:
+                    if item_only:
                         data["delta"]["stop_reason"] = "compaction"
                         data["usage"] = dict(data.get("usage") or {}, input_tokens=0, output_tokens=0)
-            if data is not None and (led or kind == "message_delta"):
-                event = sse(kind, data)
-            yield event
+            yield sse(kind, data)
         if "error" in seen:
             error = seen["error"]
             yield sse_error(str(error.get("message", error)), int(error.get("code") or 500))
@@ -199,14 +199,17 @@ class MessagesAPI(ConversationAPI):
         return JSONResponse(error_body(message, status), status)
 
 
-def parse_event(event: str) -> tuple[str, dict | None]:
-    """An Anthropic server-sent event's type and data."""
-    head, _, data = event.partition("data: ")
-    kind = head.removeprefix("event: ").strip()
+def event_kind(event: str) -> str:
+    """An Anthropic server-sent event's type (its ``event:`` line)."""
+    return event[:event.find("\n")].removeprefix("event: ").strip()
+
+
+def event_data(event: str) -> dict | None:
+    """An Anthropic server-sent event's data (None: not JSON)."""
     try:
-        return kind, json.loads(data)
+        return json.loads(event.partition("data: ")[2])
     except ValueError:
-        return kind, None
+        return None
 
 
 def sse(kind: str, data: dict) -> str:
@@ -245,7 +248,6 @@ class CountTokensAPI(MessagesAPI):
         stored: the view is rendered in a throwaway session with ``session``'s budgets (or
         the server's), over the same counter."""
         from vllm.entrypoints.anthropic.protocol import AnthropicCountTokensRequest
-        from vllm.entrypoints.openai.chat_completion.protocol import ChatCompletionRequest
         from vllm.exceptions import VLLMClientError
 
         handler = handler_of(app)
@@ -262,7 +264,7 @@ class CountTokensAPI(MessagesAPI):
         if conversation is None or conversation > config.input_budget_tokens:  # ARC acts: a bounded view
             try:
                 tokens, counted = preview_tokens(chat, Session("sess_count", config, manager.counter, None),
-                                                 ChatCompletionRequest)
+                                                 app.state.arc_engine)
             except ValueError as error:
                 raise SessionError(str(error)) from None
             conversation = counted if conversation is None else conversation

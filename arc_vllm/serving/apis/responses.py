@@ -30,15 +30,13 @@ without ARC.
 from __future__ import annotations
 
 import json
-import re
-import secrets
 import time
 
 from arc_vllm.serving.apis import ConversationAPI, Declined, Translation, check_results, parsed
 from arc_vllm.serving.apis.responses_compaction import (COMPACTION, ask_of, compacted_response, compaction_item,
                                                         is_item, take_compaction)
 from arc_vllm.serving.apis.translated import Translated
-from arc_vllm.serving.conversation_keys import RESPONSES
+from arc_vllm.serving.conversation_keys import ARC_RESPONSE, RESPONSES, arc_response_id
 from arc_vllm.serving.ownership import callers_of
 from arc_vllm.serving.sessions import SessionError
 
@@ -48,7 +46,6 @@ SHARED_FIELDS = ("temperature", "top_p", "top_k", "min_p", "repetition_penalty",
                  "skip_special_tokens", "include_stop_str_in_output", "vllm_xargs", "cache_salt",
                  "priority", "chat_template_kwargs", "parallel_tool_calls", "user",
                  "structured_outputs", "include_reasoning", "kv_transfer_params", "ec_transfer_params")
-ARC_RESPONSE = re.compile(r"^resp_(sess_[0-9a-f]+)_([0-9]+)_[0-9a-f]+$")
 NOT_ARCS = ("input_image", "input_file", "input_audio", "computer_call", "computer_call_output",
             "image_generation_call", "mcp_call", "mcp_list_tools", "mcp_approval_request",
             "mcp_approval_response", "item_reference")
@@ -192,7 +189,7 @@ class ResponsesAPI(ConversationAPI):
             translation.chat["messages"] = [dict(message) for message in construct_chat_messages_with_tool_call(items)]
             check_results(translation.chat["messages"], "function_call_output", "call_id")
         if "request_id" not in request.model_fields_set:  # the id names the session and request
-            request.request_id = f"resp_{session.id}_{session.num_requests + 1}_{secrets.token_hex(8)}"
+            request.request_id = arc_response_id(session.id, session.num_requests + 1)
 
     def response(self, translation: Translation, app, *, output, status, usage, granted, model):
         """vLLM's ``ResponsesResponse`` for this request."""
@@ -237,7 +234,7 @@ class ResponsesAPI(ConversationAPI):
         if translation.request.store and handler.enable_store:
             handler.response_store[final.id] = final
 
-    async def stream(self, translation: Translation, events, app):
+    async def stream(self, translation: Translation, chunks, app):
         from vllm.entrypoints.generate.base.protocol import DeltaFunctionCall, DeltaMessage, DeltaToolCall
         from vllm.entrypoints.openai.responses.streaming_events import (SimpleStreamingEventProcessor,
                                                                         split_delta)
@@ -250,11 +247,7 @@ class ResponsesAPI(ConversationAPI):
         model, usage, arc, finish = request.model, None, None, None
         started = False
         answered = not (ask is not None and ask.item_only)  # a compaction alone: its item is the output
-        async for block in events:
-            payload = block[6:].strip() if block.startswith("data: ") else ""
-            if not payload or payload == "[DONE]":
-                continue
-            data = json.loads(payload)
+        async for data in chunks:
             if "error" in data:  # the engine failed after the first event
                 error = data["error"]
                 yield numbered.event({"type": "error", "code": str(error.get("code") or "engine_error"),

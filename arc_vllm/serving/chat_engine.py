@@ -1,0 +1,87 @@
+"""The engine an ARC step calls: vLLM's chat handler (``OpenAIServingChat``), the KV warm-up
+that runs before each call with ``--arc-kv-reuse`` (``serving/kv_warmup.py``), and vLLM's chat
+request model (``ChatCompletionRequest``). Built once per API server, in the plugin's
+``init_state`` (``app.state.arc_engine``); every step of every API uses that one.
+
+    engine.request(fields)          vLLM's request model of a chat body's fields, its errors a
+                                    ``SessionError`` (400) naming each field as the client does
+    engine.check(body, first_new)   the same over a body whose first ``first_new`` messages were
+                                    checked before, and the sampling parameters vLLM would make
+    tools_of(request)               its tools as vLLM hands them to the chat template
+    await engine.create(request, raw_request)   the chat handler's answer (or event generator)
+
+A step builds its engine request once (``serving/chat.py``) and copies it for each engine call
+with the call's messages and room (pydantic's ``model_copy``: nothing is validated twice).
+``ChatEngine()`` alone (no handler) checks and counts: ``POST /v1/messages/count_tokens`` and
+tests use it that way.
+"""
+
+from __future__ import annotations
+
+from pydantic import ValidationError
+
+from arc_vllm.serving.sessions import SessionError
+
+
+class ChatEngine:
+    def __init__(self, serving=None, kv_warmup=None):
+        from vllm.entrypoints.openai.chat_completion.protocol import ChatCompletionRequest
+
+        self.serving = serving      # vLLM's chat handler; None: no engine calls (a count, a test)
+        self.kv_warmup = kv_warmup  # ``KVWarmup`` with --arc-kv-reuse, else None
+        self.request_class = ChatCompletionRequest
+
+    @property
+    def window(self) -> int | None:
+        """The server's window (vLLM's ``max_model_len``); None without a handler."""
+        return getattr(getattr(self.serving, "model_config", None), "max_model_len", None)
+
+    def request(self, fields: dict, first_message: int = 0):
+        """vLLM's request model of ``fields``; its validation errors as a ``SessionError``
+        naming each field (``messages[2].content``), the alternatives of a union told once.
+        ``first_message``: the index the first of ``fields["messages"]`` has in the client's."""
+        try:
+            return self.request_class(**fields)
+        except ValidationError as error:
+            problems = {}
+            for problem in error.errors():
+                path = "".join(f"[{part}]" if isinstance(part, int) else f".{part}"
+                               for part in item_path(problem["loc"], first_message)
+                               if not (isinstance(part, str) and part[:1].isupper()))  # union members
+                problems.setdefault(path.lstrip(".") or "body", problem["msg"])
+            raise SessionError("; ".join(f"{path}: {message}"
+                                         for path, message in list(problems.items())[:3])) from None
+
+    def check(self, fields: dict, first_new: int, asked: int | None):
+        """vLLM's request of a chat body's ``fields`` (whose ``messages`` are those from
+        ``first_new`` on: the ones before were checked when they were new), then the sampling
+        parameters vLLM would make of it for ``asked`` tokens (``temperature`` 3 is refused
+        there), so that a request vLLM would refuse stores nothing. Returns the request."""
+        request = self.request(fields, first_new)
+        if hasattr(request, "to_sampling_params"):
+            from vllm.exceptions import VLLMClientError
+
+            try:  # the room vLLM would grant is not known yet: the asked, or any
+                request.to_sampling_params(asked or 2 ** 20,
+                                           getattr(self.serving, "default_sampling_params", None) or {})
+            except (ValueError, TypeError, VLLMClientError) as error:
+                raise SessionError(str(error)) from None
+        return request
+
+    async def create(self, request, raw_request):
+        return await self.serving.create_chat_completion(request, raw_request)
+
+
+def tools_of(request) -> list[dict] | None:
+    """A request's tools exactly as vLLM hands them to the chat template, so ARC counts the
+    prompt the engine gets (None: no tools)."""
+    return [tool.model_dump() for tool in request.tools] if request.tools else None
+
+
+def item_path(loc, first_item: int) -> list:
+    """A validation error's location (pydantic's ``loc``), its item index as the client numbers
+    its items, where only those from ``first_item`` on were validated."""
+    loc = list(loc)
+    if loc[:1] in (["messages"], ["input"]) and len(loc) > 1 and isinstance(loc[1], int):
+        loc[1] += first_item
+    return loc

@@ -1,0 +1,90 @@
+"""What one ARC request did, each figure under one name: the response's ``arc`` object and the
+session's record (``GET /v1/arc/sessions/{id}``, the inspector's timeline, ``session.json``)
+are both written from one ``StepRecord`` (``serving/chat.py`` ``ChatStep.end`` makes it).
+
+    conversation_tokens    the conversation's size as ARC counts it (before any compaction)
+    view_tokens            the prompt of the last engine call (``view_tokens_per_call``: each)
+    prompt_tokens          vLLM's usage over every engine call of the request
+    prefix_cached_tokens   of those, what vLLM's prefix cache held
+    max_tokens             the answer's room at the last engine call (``max_tokens_asked``:
+                           the client's)
+    arc_ms, engine_ms      ARC's own time and the rest of the step (``route_ms``: the route's
+                           before the step: parse, translate, route)
+
+The record keeps the figures the timeline and the dashboards read; the ``arc`` object all of
+them. Records stored before these names were one (``session.json`` has always used
+``conversation_tokens`` and ``prefix_cached_tokens``) read as they are.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass, field
+
+# The figures a session's record keeps, in its order.
+RECORDED = ("conversation_tokens", "view_tokens", "budget_tokens", "prompt_tokens", "prefix_cached_tokens",
+            "compactions", "recalls", "commands_served", "engine_calls", "arc_ms", "engine_ms", "max_tokens",
+            "api", "stream")
+
+
+@dataclass
+class StepRecord:
+    session: str
+    api: str
+    stream: bool
+    conversation_tokens: int
+    view_tokens_per_call: list[int]
+    budget_tokens: int
+    max_tokens: int
+    max_tokens_asked: int | None
+    prefix_tokens: int
+    compactions: int
+    recalls: int
+    commands_served: int
+    reactive_retries: int
+    prompt_tokens: int
+    prefix_cached_tokens: int
+    kv_warmup_tokens: int
+    observations: int
+    render_ms: float
+    arc_ms: float
+    engine_ms: float
+    route_ms: float | None = None      # None: the step was not reached through a route
+    replica: str | None = None         # the Ray replica whose engine served it
+    compaction: dict | None = None     # the compaction asked of this request, as it went
+    client_compaction: bool = False    # that compaction was the client's own summary turn
+    handoff: str | None = None         # the handoff it wrote, by kind
+    time: float = field(default_factory=time.time)
+
+    @property
+    def view_tokens(self) -> int:
+        return self.view_tokens_per_call[-1] if self.view_tokens_per_call else 0
+
+    @property
+    def engine_calls(self) -> int:
+        return len(self.view_tokens_per_call)
+
+    def arc(self) -> dict:
+        """The response's ``arc`` object."""
+        figures = asdict(self)
+        arc = {"session": self.session, "api": self.api, "view_tokens": self.view_tokens,
+               "engine_calls": self.engine_calls}
+        arc.update((name, value) for name, value in figures.items()
+                   if name not in ("stream", "route_ms", "replica", "compaction", "client_compaction", "handoff",
+                                   "time"))
+        if self.route_ms is not None:
+            arc["route_ms"] = self.route_ms
+        if self.replica:
+            arc["replica"] = self.replica
+        if self.compaction is not None:
+            arc["compaction"] = self.compaction
+            if self.client_compaction:
+                arc["client_compaction"] = self.compaction
+        return arc
+
+    def record(self) -> dict:
+        """The session's record of the request."""
+        record = {"time": round(self.time, 3), **{name: getattr(self, name) for name in RECORDED}}
+        if self.handoff is not None:
+            record["handoff"] = self.handoff
+        return record
