@@ -44,7 +44,8 @@ each is a module of ``bench/serving_bench/``, this is their command line.
 7. Long session (``--long-session N``, alone; writes runs/bench/serving_long_session.json): one
    conversation resent whole to N steps (1,600) on each API, as agents that never compact
    send it; latency, arc_ms, route_ms, engine_ms and body bytes at 100, 400 and N steps, and
-   their growth (targets: arc_ms <= 2x, latency <= 2.5x; ``bench/serving_bench/long_session.py``).
+   their growth (targets: arc_ms <= 2x, latency <= 2.5x), and the route's walks over the last
+   body timed in-process (``route_parts_ms``; ``bench/serving_bench/long_session.py``).
 
 5. Ray Serve (``--ray-replicas 1,2``, alone; writes runs/bench/serving_ray.json): the same load
    of ARC sessions on plain ``arc-vllm serve`` and through ``arc-vllm serve --ray-replicas N``

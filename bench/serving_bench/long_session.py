@@ -10,6 +10,12 @@ translation into a chat body, finding the session), ``engine_ms`` and the body's
 median of the 10 requests before the checkpoint. The targets (issue 37): ``arc_ms`` at N no
 more than 2x that at 100, latency no more than 2.5x. At the end every observation sent is read
 back by id, exactly.
+
+Where the route's time goes (``route_parts``): the last step's body rebuilt here and the
+route's walks over every message timed in this process (the best of 5): ``json.loads``, the
+depth check, the adapter's ``declines`` and its compaction-handle scan (Messages: also
+``take_compaction``); the rest of ``route_ms`` is the new part's fingerprints and translation
+and the routing itself.
 """
 
 from __future__ import annotations
@@ -17,7 +23,7 @@ from __future__ import annotations
 import json
 import time
 
-from bench.serving_bench.compaction import run_way
+from bench.serving_bench.compaction import Conversation, observations, run_way
 
 TARGETS = {"arc_ms": 2.0, "latency_ms": 2.5}
 
@@ -33,7 +39,43 @@ def long_session(base: str, model: str, steps: int, window: int) -> dict:
                             for name in ("latency_ms", "arc_ms", "route_ms", "engine_ms", "bytes_sent")}
         result["meets_targets"] = all(result["growth"][name] is not None and result["growth"][name] <= limit
                                       for name, limit in TARGETS.items())
+        result["route_parts_ms"] = route_parts(api, "tiny", steps)
         result["wall_s"] = round(time.perf_counter() - started, 1)
         results[api] = result
         print(f"{api}: {json.dumps(result)}", flush=True)
     return results
+
+
+def route_parts(api: str, model: str, steps: int) -> dict:
+    """The route's walks over a whole resent body of ``steps`` steps, each the best of 5 (ms)."""
+    from arc_vllm.serving.apis import json_body
+    from arc_vllm.serving.compaction_handle import Handles
+    from arc_vllm.serving.routes import adapters
+
+    conversation = Conversation(api, "resent", model, observations())
+    conversation.held = conversation.task()
+    for index in range(steps):
+        conversation.held += conversation.step_items(index)
+    _, body = conversation.request()
+    raw = json.dumps(body).encode()
+    chat, others, _ = adapters()
+    [adapter] = [one for one in (chat, *others) if one.name == api and not one.reads]
+
+    def best(work) -> float:
+        times = []
+        for _ in range(5):
+            started = time.perf_counter()
+            work()
+            times.append((time.perf_counter() - started) * 1000)
+        return round(min(times), 2)
+
+    parts = {"bytes": len(raw), "json_loads": best(lambda: json.loads(raw))}
+    parts["depth_check"] = round(max(0.0, best(lambda: json_body(raw)) - parts["json_loads"]), 2)
+    parts["declines"] = best(lambda: adapter.declines(body))
+    parts["handle_scan"] = best(lambda: adapter.carries_handle(body))
+    if api == "messages":
+        from arc_vllm.serving.apis.messages_compaction import take_compaction
+
+        handles = Handles(b"route parts: a secret of sixteen+")
+        parts["take_compaction"] = best(lambda: take_compaction(body, handles))
+    return parts
