@@ -48,10 +48,11 @@ def take_compaction(body: dict, handles):
     newest compaction block (None: none) and the edits it asks for (``{type: edit}``)."""
     messages = body.get("messages")
     handle = None
-    if isinstance(messages, list):
-        where = [(m, b) for m, message in enumerate(messages) if isinstance(message, dict)
-                 and isinstance(message.get("content"), list)
-                 for b, block in enumerate(message["content"]) if isinstance(block, dict) and block.get("type") == BLOCK]
+    where = [(m, b) for m, message in enumerate(messages) if isinstance(message, dict)
+             and isinstance(message.get("content"), list)
+             for b, block in enumerate(message["content"]) if isinstance(block, dict)
+             and block.get("type") == BLOCK] if isinstance(messages, list) else []
+    if where:  # (a conversation without compaction blocks is passed on as it came: nothing copied)
         live = [(m, b) for m, b in where if messages[m]["content"][b].get("encrypted_content") is not None]
         if live:
             m, b = live[-1]
