@@ -51,7 +51,7 @@ def test_every_body_is_recoverable_through_recall_commands(smol):
     body = "".join(f"{i}: é😀 line of log output\n" for i in range(600))
     record = store.append("cat log", body, step=1)
     total = controller.num_chunks(record.id)
-    assert total == math.ceil(smol.count(body) / 64) or total > 1
+    assert total == math.ceil(smol.count(body) / 64) > 1  # q-token chunks, in the model's own tokens
     rebuilt = []
     for chunk in range(1, total + 1):
         result = controller.execute(Recall(record.id, chunk), step=10 + chunk)
@@ -102,7 +102,7 @@ def test_unknown_id_suggests_the_nearest_in_this_store_only(smol):
     assert not result.ok and f"§{record.id}" in result.text
     assert suggest(record.id[:5], store) == [record.id]
     assert suggest("secrets", store) == [record.id]
-    assert suggest(record.id, other_store) == [] or record.id not in suggest(record.id, other_store)
+    assert suggest(record.id, other_store) == []  # another store's ids are never suggested
     assert "_catalog next" in other_controller.execute(Recall("zzzz"), step=2).text
 
 
