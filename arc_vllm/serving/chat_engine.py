@@ -13,7 +13,7 @@ request model (``ChatCompletionRequest``). Built once per API server, in the plu
 A step builds its engine request once (``serving/chat.py``) and copies it for each engine call
 with the call's messages and room (pydantic's ``model_copy``: nothing is validated twice).
 ``ChatEngine()`` alone (no handler) checks and counts: ``POST /v1/messages/count_tokens`` and
-tests use it that way.
+tests use it that way (``tests/test_serving_chat.py`` runs steps over one with a stand-in handler).
 """
 
 from __future__ import annotations

@@ -14,6 +14,8 @@ are both written from one ``StepRecord`` (``serving/chat.py`` ``ChatStep.end`` m
 The record keeps the figures the timeline and the dashboards read; the ``arc`` object all of
 them. Records stored before these names were one (``session.json`` has always used
 ``conversation_tokens`` and ``prefix_cached_tokens``) read as they are.
+
+Pure Python; run ``python -m arc_vllm.serving.step_record`` for an example.
 """
 
 from __future__ import annotations
@@ -88,3 +90,13 @@ class StepRecord:
         if self.handoff is not None:
             record["handoff"] = self.handoff
         return record
+
+
+if __name__ == "__main__":
+    example = StepRecord(session="sess_1", api="chat", stream=False, conversation_tokens=12000,
+                         view_tokens_per_call=[3900, 4010], budget_tokens=6144, max_tokens=512, max_tokens_asked=512,
+                         prefix_tokens=300, compactions=1, recalls=1, commands_served=1, reactive_retries=0,
+                         prompt_tokens=7910, prefix_cached_tokens=3584, kv_warmup_tokens=0, observations=40,
+                         render_ms=1.2, arc_ms=3.4, engine_ms=120.0)
+    print("arc:", example.arc())
+    print("record:", example.record())
