@@ -124,7 +124,7 @@ class ChatStep:
         first_new = new_from(prints, session.fingerprints, held, handoff)
         checked = engine.check(checked_fields(body, first_new), first_new, self.asked)
         self.all_tools = checked.tools  # the client's, then ARC's (offered once ARC has acted); None: no tools
-        with_arc = tools_of(checked)
+        self.with_arc = with_arc = tools_of(checked)  # the same as vLLM hands them to the template
         # ARC's tools are offered once ARC has acted (stubs exist); until then the prompt is
         # the client's own, byte for byte.
         acted = session.context is not None and session.context.has_acted
@@ -235,11 +235,10 @@ class ChatStep:
         """Offer ARC's tools from now on, where F with them still leaves the other parts their
         minimum. Where it does not (a task prefix near the limit), the model uses the text
         commands the note describes, and the request is served all the same."""
-        with_arc = [tool.model_dump() for tool in self.all_tools]
-        if not self.context.fits(with_arc):
+        if not self.context.fits(self.with_arc):
             return False
         self.arc_tools = True
-        self.context.set_tools(with_arc)
+        self.context.set_tools(self.with_arc)
         self.request = self.request.model_copy(update={"tools": self.all_tools})
         return True
 

@@ -57,15 +57,13 @@ class ChatEngine:
         ``first_new`` on: the ones before were checked when they were new), then the sampling
         parameters vLLM would make of it for ``asked`` tokens (``temperature`` 3 is refused
         there), so that a request vLLM would refuse stores nothing. Returns the request."""
-        request = self.request(fields, first_new)
-        if hasattr(request, "to_sampling_params"):
-            from vllm.exceptions import VLLMClientError
+        from vllm.exceptions import VLLMClientError
 
-            try:  # the room vLLM would grant is not known yet: the asked, or any
-                request.to_sampling_params(asked or 2 ** 20,
-                                           getattr(self.serving, "default_sampling_params", None) or {})
-            except (ValueError, TypeError, VLLMClientError) as error:
-                raise SessionError(str(error)) from None
+        request = self.request(fields, first_new)
+        try:  # the room vLLM would grant is not known yet: the asked, or any
+            request.to_sampling_params(asked or 2 ** 20, getattr(self.serving, "default_sampling_params", None) or {})
+        except (ValueError, TypeError, VLLMClientError) as error:
+            raise SessionError(str(error)) from None
         return request
 
     async def create(self, request, raw_request):
