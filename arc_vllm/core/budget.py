@@ -8,9 +8,13 @@
     U  <= recall   = min(Q, free - newest turn's minimum - P - S's minimum)  (>= one chunk)
     S  <= summary  = min(M, what is left beyond R)                            (>= its header)
     H  <= recent   = free - P - recall - summary                              (>= R when F allows)
+    W  <= humans   = min(W, what S and H hold beyond their minimum)
 
 These are caps, not reservations: the view is compacted only when the whole of it would
-exceed L, so a part that uses less leaves the room to the recent turns. ``recent`` is what
+exceed L, so a part that uses less leaves the room to the recent turns. W, the user's own
+messages that left H (``core/human_turns.py``), is shown at its real size, at most ``humans``,
+and takes its room from S's cap first, then H's (``ArcContext``): a conversation without human
+turns gets exactly the caps it had before they existed. ``recent`` is what
 compaction keeps H under (with a quarter left free) and the size above which one turn is
 shown cited rather than verbatim once a compaction was needed. A context that shows a note
 (the server's, leading S once ARC has acted) counts it as part of S's minimum.
@@ -38,6 +42,10 @@ class PrefixTooLarge(ValueError):
     """The task prefix leaves less than the minimum the other parts need."""
 
 
+class HumanTurnTooLarge(ValueError):
+    """The newest user message, always shown whole, cannot fit beside F and the other parts."""
+
+
 @dataclass(frozen=True)
 class Budgets:
     prefix: int          # F, in tokens (B)
@@ -51,6 +59,7 @@ class Budgets:
     overhead: int        # eta for this context
     note_tokens: int     # the note leading S once ARC has acted (0 without one)
     window: int          # the context window L is taken from
+    humans: int = 0      # cap on W, the user's messages shown after F once they left H
 
     @property
     def answer(self) -> int:
@@ -86,8 +95,11 @@ class Budgets:
         summary = max(SUMMARY_MINIMUM_TOKENS,
                       min(config.summary_budget_tokens, left - config.recent_budget_tokens))
         per_page = max(1, (catalog - CATALOG_HEADER_TOKENS) // (config.stub_max_tokens + 1))
-        return cls(prefix_tokens, summary, left - summary, catalog, recall, total, chunk,
-                   min(per_page, config.stubs_per_page), overhead, note_tokens, config.context_window)
+        recent = left - summary
+        humans = min(config.human_budget_tokens, max(0, summary - SUMMARY_MINIMUM_TOKENS)
+                     + max(0, recent - config.minimum_recent_tokens))
+        return cls(prefix_tokens, summary, recent, catalog, recall, total, chunk,
+                   min(per_page, config.stubs_per_page), overhead, note_tokens, config.context_window, humans)
 
 
 def give_way(size: int, smallest: int, short: int) -> tuple[int, int]:

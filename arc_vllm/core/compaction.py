@@ -2,7 +2,8 @@
 
 No model call. Turns before ``boundary`` form the summary S; the rest are the recent suffix
 H, kept verbatim where they fit. In S, older thoughts are truncated, short observations
-(< rho tokens) stay inline, long ones become their citation stub. If S still exceeds M, the
+(< rho tokens) stay inline, long ones become their citation stub; a human turn's entry says
+where the user's words are (W, ``core/human_turns.py``), never an id. If S still exceeds M, the
 oldest entries collapse to their bare ``§id``, and if that is not enough the oldest are left
 out of S altogether (their stubs stay in the catalog, so nothing becomes unreachable).
 Both steps overshoot to 3/4 of M so that S, and with it the engine's cached prefix, changes
@@ -72,6 +73,9 @@ class Summarizer:
         return cached
 
     def _write_entry(self, turn: Turn, form: str) -> str:
+        if turn.human:  # the user's words are in W, whole or by their head: never an id here
+            return formats.summary_human(turn.step, clip(turn.action, self.config.action_chars if form == FULL
+                                                         else MINIMAL_ACTION_CHARS))
         if form == BARE:
             if turn.obs_id is None:
                 return formats.summary_bare(turn.step, clip(turn.action, MINIMAL_ACTION_CHARS))
@@ -88,6 +92,11 @@ class Summarizer:
             return formats.summary_entry(turn.step, thought, action, self.book.cite(turn.obs_id),
                                          indent=True)
         return formats.summary_entry(turn.step, thought, action, result)
+
+    def forget(self, index: int) -> None:
+        """One turn's entries (it became a human turn: ``ArcContext.adopt_human_turns``)."""
+        for form in (FULL, BARE):
+            self._entries.pop((index, form), None)
 
     def forget_before(self, index: int) -> None:
         """Entries of elided turns are never shown again."""

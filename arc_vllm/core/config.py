@@ -47,6 +47,8 @@ MINIMUM_RECALL_CHUNK_TOKENS = 128
 MINIMUM_OVERHEAD_TOKENS = 32
 # The smallest handoff (``core/handoff.py``): its fixed lines and a little of each part.
 MINIMUM_HANDOFF_TOKENS = 256
+# The head of a human turn in its smallest form (``core/human_turns.py``): a line of its words.
+SHORT_HEAD_TOKENS = 24
 
 
 # G_max where a window is given (``for_window``: the server, the CLI, the benchmarks).
@@ -61,8 +63,8 @@ def option(default: int, help: str):
 
 # The budgets ``for_window`` splits from L (their share of it), and those it derives from them.
 WINDOW_SHARES = dict(summary_budget_tokens=0.26, recent_budget_tokens=0.30, catalog_budget_tokens=0.10,
-                     recall_budget_tokens=0.20, overhead_tokens=0.06)
-WINDOW_DERIVED = (*WINDOW_SHARES, "recall_chunk_tokens", "stub_max_tokens", "handoff_tokens")
+                     recall_budget_tokens=0.20, overhead_tokens=0.06, human_budget_tokens=0.20)
+WINDOW_DERIVED = (*WINDOW_SHARES, "recall_chunk_tokens", "stub_max_tokens", "handoff_tokens", "human_head_tokens")
 
 
 @dataclass(frozen=True)
@@ -91,6 +93,12 @@ class ArcConfig:
                                           "share of the window")
     handoff_tokens: int = option(4096, "the most tokens of ARC's handoff, the summary a compacting "
                                        "client keeps")
+    human_budget_tokens: int = option(3072, "W: the most tokens of the user's own messages shown after the "
+                                            "task once they left the recent turns (every one verbatim, "
+                                            "the oldest long ones by their head when over it); a cap, "
+                                            "taken from the summary's room first")
+    human_head_tokens: int = option(256, "the head a shortened user message shows, in tokens (its stub "
+                                         "line names the id that returns it whole)")
 
     def __post_init__(self) -> None:
         problems = [f"{f.name}={getattr(self, f.name)!r} must be a non-negative int"
@@ -139,6 +147,9 @@ class ArcConfig:
         if self.handoff_tokens < MINIMUM_HANDOFF_TOKENS:
             raise ValueError(f"invalid ArcConfig: handoff_tokens={self.handoff_tokens} must be at "
                              f"least {MINIMUM_HANDOFF_TOKENS}")
+        if self.human_head_tokens < SHORT_HEAD_TOKENS:
+            raise ValueError(f"invalid ArcConfig: human_head_tokens={self.human_head_tokens} must be at "
+                             f"least {SHORT_HEAD_TOKENS}")
         if self.recall_max_chars > self.recall_budget_chars:
             raise ValueError(
                 f"invalid ArcConfig: recall_max_chars={self.recall_max_chars} exceeds "
@@ -199,6 +210,7 @@ class ArcConfig:
         values["recall_chunk_tokens"] = max(4, min(2048, values["recall_budget_tokens"] - 64))
         values["stub_max_tokens"] = min(128, values["catalog_budget_tokens"] - 64)
         values["handoff_tokens"] = max(MINIMUM_HANDOFF_TOKENS, min(4096, budget // 4))
+        values["human_head_tokens"] = max(SHORT_HEAD_TOKENS, min(256, values["human_budget_tokens"] // 4))
         values.update(overrides)
         return cls(context_window=context_window, max_tokens=max_tokens, **values)
 

@@ -6,7 +6,7 @@
     context.observe(action, observation)    # a normal tool step: archived, then shown
     view = context.on_overflow(error)       # reactive: the engine said the prompt was too long
 
-B is what the task prefix F actually is (``core/budget.py``); M, R, P and Q are caps. While
+B is what the task prefix F actually is (``core/budget.py``); M, R, P, Q and W are caps. While
 the whole conversation fits in L = context_window - G_max the view is the full conversation and
 nothing is cited. Once ARC acts, a request that asks for a longer answer than G_max
 (``set_answer_room``) gets views that leave it that room, as far as F allows. A
@@ -18,6 +18,13 @@ and a conversation that never needs ARC gets exactly the prompt it would have ha
 in real tokens of the serving model's chat template, with the ``tools`` it renders, against
 L = context_window - max_tokens before it is returned.
 
+A human turn (the user's own words in a conversation with native tool calls,
+``core/transcript.py``) is never reduced to an id: in H it is shown whole, or by its head and
+stub line when H's cap needs it (never the newest one), and once it leaves H it is shown in W
+(``core/human_turns.py``), right after F. W takes its room from S's cap first, then from H's.
+The newest human turn is always whole; one that cannot fit beside F and the other parts in
+their smallest form is refused (``HumanTurnTooLarge``, a 400 on the server).
+
 Run ``python -m arc_vllm.core.context`` for a demonstration.
 """
 
@@ -25,18 +32,21 @@ from __future__ import annotations
 
 from dataclasses import asdict, replace
 
-from arc_vllm.core.budget import Budgets, PrefixTooLarge
+from arc_vllm.core.budget import Budgets, HumanTurnTooLarge, PrefixTooLarge
 from arc_vllm.core.catalog import Catalog
 from arc_vllm.core.citation import CitationBook
 from arc_vllm.core.commands import (CatalogNext, CatalogPage, CommandResult, InvalidCommand,
                                     parse_commands)
 from arc_vllm.core.compaction import CompactionState, Summarizer
+from arc_vllm.core.config import SUMMARY_MINIMUM_TOKENS
 from arc_vllm.core import formats
 from arc_vllm.core.formats import ARC_NOTE, bare, recalled_block
+from arc_vllm.core.human_turns import HumanTurns
 from arc_vllm.core.recall import RecallController
 from arc_vllm.core.store import ObsStore
 from arc_vllm.core.tokens import CachedCounter
-from arc_vllm.core.turn import CITED, MINIMAL, REACT, VERBATIM, Turn, merge_groups, turn_messages
+from arc_vllm.core.transcript import human_words
+from arc_vllm.core.turn import CHAT, CITED, MINIMAL, REACT, VERBATIM, Turn, merge_groups, turn_messages
 from arc_vllm.core.view import MessageSizer, View, serialize
 
 
@@ -70,6 +80,7 @@ class ArcContext:
         self.catalog = Catalog(self.book, config)
         self.recall = RecallController(self.store, self.book, self.counter, config)
         self.summarizer = Summarizer(self.store, self.book, self.counter, config)
+        self.humans = HumanTurns(self.store, self.book, self.counter, config)
         self.sizer = MessageSizer(self.counter)
         # F: the client's own prefix messages when given, else ARC's system note and the task.
         self.prefix = prefix or [{"role": "system", "content": system},
@@ -79,6 +90,9 @@ class ArcContext:
         self.answer_tokens = 0  # the room the current request asks for its answer
         self.set_tools(tools)
         self.turns: list[Turn] = []
+        # The conversation has native tool calls: its user messages are the human's (set by
+        # its owner, ``serving/sessions.py``; ``adopt_human_turns`` when it turns so late).
+        self.native = False
         self.state = CompactionState()
         self.step = max((step for step, _ in self.store.occurrences), default=0)
         # A reopened store's observations are not in this context's turns: they are reached
@@ -139,13 +153,17 @@ class ArcContext:
     def observe(self, action: str, observation, *, thought: str = "",
                 returncode: int | None = None, signature: str | None = None,
                 style: str = REACT, call=None, group: int | None = None, role: str = "user",
-                reasoning: str = ""):
-        """Archive a normal tool step's observation (before anything can hide it)."""
+                reasoning: str = "", human: bool = False):
+        """Archive a normal tool step's observation (before anything can hide it). ``human``:
+        the observation is the user's own message (a chat turn's), shown whole or by its head,
+        never as an id."""
         record = self.store.append(action if signature is None else signature, observation,
                                    step=self.step + 1, returncode=returncode)
         self.step += 1
         self.turns.append(Turn(self.step, thought, action, record.id, style=style, call=call,
-                               group=group, role=role, reasoning=reasoning))
+                               group=group, role=role, reasoning=reasoning, human=human))
+        if human:
+            self.humans.add(len(self.turns) - 1)
         # Count the new turn now, once: every later view and compaction reads the cached
         # count (a 60,000-character body takes ~35 ms to tokenise on this CPU).
         if not self._too_large(len(self.turns) - 1, self.config.input_budget_tokens):
@@ -210,6 +228,7 @@ class ArcContext:
         while view.tokens > total:
             # The pieces are estimates; the whole prompt in real tokens is the arbiter.
             if not self._tighten():
+                self._refuse_newest_human(view.tokens)
                 raise RuntimeError(f"cannot fit the view in {total} tokens (at {view.tokens})")
             view = self._build()
             compacted = True
@@ -230,6 +249,24 @@ class ArcContext:
         view.compacted = True
         self._last_tokens = view.tokens
         return view
+
+    def _refuse_newest_human(self, view_tokens: int) -> None:
+        """Raise ``HumanTurnTooLarge`` when the newest human turn, always whole, is what keeps
+        the view from fitting (everything else is in its smallest form by now)."""
+        newest = self.humans.newest
+        if newest is None:
+            return
+        body = self.store.get(self.turns[newest].obs_id).content
+        tokens = self.sizer.text(body)
+        room = (self.limit_tokens - self.budgets.prefix - self.budgets.note_tokens
+                - (self.config.minimum_tokens - self.config.minimum_recent_tokens))
+        if tokens > room or view_tokens - tokens < self.limit_tokens:
+            raise HumanTurnTooLarge(
+                f"the newest user message (step {self.turns[newest].step}) is {tokens} tokens; beside the "
+                f"task prefix F ({self.budgets.prefix} tokens) and ARC's other parts in their smallest form, "
+                f"L = {self.limit_tokens} leaves at most {max(0, room)} for it. ARC keeps the newest user "
+                "message whole: shorten it (a long log is better sent as a file a tool reads), or serve "
+                "a longer context window")
 
     def compact(self) -> None:
         """Forced compaction (the paper's fixed call indices)."""
@@ -254,6 +291,8 @@ class ArcContext:
             if turn.obs_id is not None:
                 if form == VERBATIM:
                     observation = self.store.get(turn.obs_id).content
+                elif turn.human:  # the user's words: their head and stub line, never an id
+                    stub = self.humans.body(index, turn, form)
                 elif form == CITED:
                     stub = self.book.stub(turn.obs_id)
                 else:
@@ -280,12 +319,26 @@ class ArcContext:
 
     def _fitting_form(self, index: int) -> int:
         """Verbatim if the turn fits H's cap alone (and no client cleared it), else its
-        observation cited, else minimal."""
-        cap = self.budgets.recent
+        observation cited, else minimal. The newest human turn is always verbatim."""
+        cap = self._caps()[1]
+        if index == self.humans.newest:
+            return VERBATIM
         if (index not in self.state.cleared and not self._too_large(index, cap)
                 and self._turn(index, VERBATIM)[1] <= cap):
             return VERBATIM
         return CITED if self._turn(index, CITED)[1] <= cap else MINIMAL
+
+    def _caps(self) -> tuple[int, int]:
+        """S's and H's caps as W stands: W's room comes from S's cap first (down to its
+        header), then from H's (down to the newest turn's minimum). Without human turns in W
+        they are the budgets' own."""
+        budgets = self.budgets
+        w = self.humans.text(self.turns, self.state.boundary)[1]
+        if not w:
+            return budgets.summary, budgets.recent
+        from_summary = min(w, max(0, budgets.summary - SUMMARY_MINIMUM_TOKENS))
+        return (budgets.summary - from_summary,
+                max(self.config.minimum_recent_tokens, budgets.recent - (w - from_summary)))
 
     def _set_form(self, index: int, form: int) -> None:
         for other in (VERBATIM, CITED, MINIMAL):
@@ -309,6 +362,8 @@ class ArcContext:
             for form in (VERBATIM, CITED, MINIMAL):
                 self._turn_cache.pop((index, form), None)
         self.state.boundary = max(self.state.boundary, boundary)
+        # Human turns that left H join W, which keeps within its cap.
+        self.humans.fit(self.turns, self.state.boundary, self.budgets.humans)
 
     def _compact(self) -> None:
         state = self.state
@@ -316,11 +371,11 @@ class ArcContext:
         for index in range(state.boundary, len(self.turns)):
             self._set_form(index, self._fitting_form(index))
         # Leave a quarter of H's cap free, so the next turns append without another
-        # compaction (each compaction costs the engine the cached prefix after S).
-        target = self.budgets.recent * 3 // 4
-        while state.boundary < len(self.turns) - 1 and self._recent_tokens() > target:
+        # compaction (each compaction costs the engine the cached prefix after S). H's cap is
+        # read anew each time: a human turn leaving H grows W.
+        while state.boundary < len(self.turns) - 1 and self._recent_tokens() > self._caps()[1] * 3 // 4:
             self._move_boundary(state.boundary + 1)
-        self.summarizer.shrink(self.turns, state, self.budgets.summary, self.sizer.text)
+        self.summarizer.shrink(self.turns, state, self._caps()[0], self.sizer.text)
         state.num_compactions += 1
 
     def _tighten(self) -> bool:
@@ -330,19 +385,21 @@ class ArcContext:
             self.recall.evict_oldest()
         elif state.boundary < len(self.turns) - 1:
             self._move_boundary(state.boundary + 1)
-            self.summarizer.shrink(self.turns, state, self.budgets.summary, self.sizer.text)
+            self.summarizer.shrink(self.turns, state, self._caps()[0], self.sizer.text)
         elif state.elided < state.boundary:
             state.elide_one()
-        elif any(self._forms.get(index, VERBATIM) < MINIMAL
-                 for index in range(state.boundary, len(self.turns))):
-            index = next(index for index in range(state.boundary, len(self.turns))
-                         if self._forms.get(index, VERBATIM) < MINIMAL)
+        elif (index := self._shrinkable_turn()) is not None:
             self._set_form(index, self._forms.get(index, VERBATIM) + 1)
         elif self.recall.materialized:
             self.recall.evict_oldest()
-        else:
+        elif not self.humans.shrink(self.turns, state.boundary):  # the user's words give way last
             return False
         return True
+
+    def _shrinkable_turn(self) -> int | None:
+        """The oldest turn in H not yet in its smallest form (never the newest human turn)."""
+        return next((index for index in range(self.state.boundary, len(self.turns))
+                     if self._forms.get(index, VERBATIM) < MINIMAL and index != self.humans.newest), None)
 
     def _recalled(self) -> tuple[str, int]:
         budget = self.budgets.recall
@@ -434,20 +491,27 @@ class ArcContext:
         session whose client rewrote its history say, lists them from its first compaction)."""
         return self.catalog.render() if self.has_acted else ""
 
+    def _humans_and_summary(self) -> tuple[tuple[str, int], tuple[str, int]]:
+        """W and S, each as text and its estimate. W stands after F, apart from S, so that S's
+        collapses never touch the user's words and W's cached KV outlives them (docs/core.md:
+        the placement, measured by ``bench/human_turns.py``, which overrides this for the other)."""
+        return self.humans.text(self.turns, self.state.boundary), self._summary()
+
     def _estimate(self) -> int:
         """The view's size from cached piece counts, to skip building one that cannot fit."""
-        summary, summary_tokens = self._summary()
-        return (self.budgets.prefix + summary_tokens + self.sizer.text(self._page())
-                + self._recent_tokens() + self._recalled()[1])
+        (_, humans_tokens), (_, summary_tokens) = self._humans_and_summary()
+        return (self.budgets.prefix + humans_tokens + summary_tokens
+                + self.sizer.text(self._page()) + self._recent_tokens() + self._recalled()[1])
 
     def snapshot(self) -> dict:
         """What besides the store rebuilds this context's view exactly: the turns, the compaction
         state, H's forms, the step and counters, and each part's own state (``Catalog.state``,
         ``CitationBook.state``, ``RecallController.state``). ``core/snapshot.py`` writes it with
         its format's version. (Not ``state()``: ``state`` is the compaction state.)"""
-        return {"turns": [asdict(turn) for turn in self.turns], "state": asdict(self.state), "step": self.step,
+        return {"turns": [turn.state() for turn in self.turns], "state": asdict(self.state), "step": self.step,
                 "forms": [[index, form] for index, form in sorted(self._forms.items())],
-                **self.catalog.state(), **self.book.state(), **self.recall.state(),
+                **self.catalog.state(), **self.book.state(), **self.recall.state(), **self.humans.state(),
+                **({"native": True} if self.native else {}),
                 "counts": {"proactive": self.num_proactive, "reactive": self.num_reactive,
                            "forced": self.num_forced, "last_tokens": self._last_tokens}}
 
@@ -469,6 +533,8 @@ class ArcContext:
                 context.catalog.add(id)
         context.book.restore(state)
         context.recall.restore(state)
+        context.humans.restore(context.turns, state)
+        context.native = state.get("native", False)
         counts = state["counts"]
         context.num_proactive, context.num_reactive, context.num_forced = (
             counts["proactive"], counts["reactive"], counts["forced"])
@@ -480,23 +546,61 @@ class ArcContext:
         (every call renders; nothing changes the state between calls). For inspection."""
         return self._build()
 
+    def human_forms(self) -> dict[int, int]:
+        """How the view shows each human turn now (absent: verbatim): W's forms and H's."""
+        forms = {index: self._forms[index] for index in self.humans.order
+                 if index >= self.state.boundary and index in self._forms}
+        return {**{index: form for index, form in self.humans.forms.items() if index < self.state.boundary}, **forms}
+
+    def adopt_human_turns(self) -> int:
+        """The conversation turned out to have native tool calls (tools offered after its first
+        requests): its earlier chat turns whose user message holds a person's words become human
+        turns, shown so from now on. Returns how many."""
+        adopted = 0
+        for index, turn in enumerate(self.turns):
+            if (turn.style == CHAT and turn.role == "user" and not turn.human and turn.obs_id is not None
+                    and human_words(self.store.get(turn.obs_id).content)):
+                self.turns[index] = replace(turn, human=True)
+                for form in (VERBATIM, CITED, MINIMAL):
+                    self._turn_cache.pop((index, form), None)
+                self.summarizer.forget(index)
+                adopted += 1
+        if adopted:
+            self.humans.restore(self.turns, self.humans.state())
+        return adopted
+
     def _build(self) -> View:
-        summary, _ = self._summary()
+        (humans, _), (summary, _) = self._humans_and_summary()
         page = self._page()
         indices = range(self.state.boundary, len(self.turns))
         pieces = []
         for index in indices:
             form = self._forms.get(index, VERBATIM)
-            if form != VERBATIM and self.turns[index].obs_id is not None:
+            if form != VERBATIM and self.turns[index].obs_id is not None and not self.turns[index].human:
                 self.book.cite(self.turns[index].obs_id)  # shown as a handle from now on
             pieces.append(self._turn(index, form)[0])
         recent = merge_groups([self.turns[index] for index in indices], pieces)
         recalled, recalled_tokens = self._recalled()
-        messages = serialize(self.prefix, summary, page, recent, recalled)
-        components = {"F": self.budgets.prefix, "S": self.sizer.text(summary),
-                      "G": self.sizer.text(page), "H": self._recent_tokens(), "U": recalled_tokens}
+        messages = serialize(self.prefix, humans, summary, page, recent, recalled)
+        components = {"F": self.budgets.prefix, "W": self.sizer.text(humans) if humans else 0,
+                      "S": self.sizer.text(summary), "G": self.sizer.text(page), "H": self._recent_tokens(),
+                      "U": recalled_tokens}
         return View(messages, self.counter.count_messages(messages, self.tools),
-                    self.limit_tokens, components, step=self.step, tools=self.tools)
+                    self.limit_tokens, components, step=self.step, tools=self.tools,
+                    human_turns=self._human_figures(pieces, indices, messages, humans))
+
+    def _human_figures(self, pieces, indices, messages, humans: str) -> dict:
+        """The human turns this view shows whole and shortened (and left out of W), and the
+        indices of the messages holding the user's words (W, and H's human turns)."""
+        forms = self.human_forms()
+        shown = self.humans.order[self.humans.elided:]
+        held = {id(piece[-1]) for index, piece in zip(indices, pieces) if self.turns[index].human}
+        where = [number for number, message in enumerate(messages) if id(message) in held]
+        if humans:
+            where.insert(0, len(self.prefix))
+        return {"verbatim": sum(1 for index in shown if forms.get(index, VERBATIM) == VERBATIM),
+                "shortened": sum(1 for index in shown if forms.get(index, VERBATIM) != VERBATIM),
+                "left_out": self.humans.elided, "messages": where}
 
 
 if __name__ == "__main__":

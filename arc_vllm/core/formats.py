@@ -147,6 +147,33 @@ def summary_elided(first_step: int, last_step: int) -> str:
             "catalog)")
 
 
+def summary_human(step: int, action: str) -> str:
+    """A human turn in S: the assistant's text before it, and where the user's words are (W,
+    never an id: ``core/human_turns.py``)."""
+    head = f"step {step} · action: {action}\n  → " if action else f"step {step} · "
+    return head + "the user's message (with the user's messages above, in their words)"
+
+
+# --- the user's own messages (core/human_turns.py) -------------------------------------------
+HUMAN_TURNS_HEADER = ("[ARC · the user's own messages since the task, in order, verbatim; a long one may show "
+                      f"only its head, and `{RECALL} §id` returns it whole]")
+
+
+def human_entry(step: int, body: str) -> str:
+    """One of the user's messages in W: its step (as S numbers them) and its body as shown."""
+    return f"step {step} · the user wrote:\n{body}"
+
+
+def human_head(head: str, id: str, chars: int) -> str:
+    """A user's message shortened to its head, and the stub line that names its whole text."""
+    return f"{head}… [ARC: its first {len(head):,} of {chars:,} characters; `{RECALL} §{id}` returns it whole]"
+
+
+def humans_elided(first_step: int, last_step: int) -> str:
+    return (f"(the user's messages of steps {first_step}-{last_step} are left out here for room; each is "
+            f"stored whole and listed in the catalog: `{CATALOG} next`)")
+
+
 # --- the handoff (core/handoff.py): ARC's answer to a client's compaction --------------------
 HANDOFF_MARK = "[ARC handoff"
 HANDOFF_HANDLE_MARK = "[ARC handle "
@@ -163,10 +190,14 @@ def handoff_header(observations: int) -> str:
 
 
 HANDOFF_SECTIONS = {"task": "## Task (the user's own words)",
+                    "humans": "## The user's messages since the task (verbatim, in order)",
                     "users": "## The newest user-side messages",
                     "done": "## What was done",
                     "newest": "## The newest turns, verbatim",
                     "catalog": "## Stored observations not listed above"}
+
+
+HANDOFF_HUMAN_ABOVE = "(the user's message: with the user's messages above)"
 
 
 def handoff_turn(step: int, action: str, result: str) -> str:

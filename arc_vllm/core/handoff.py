@@ -8,6 +8,10 @@ stored observation reachable from it by id.
     [ARC handoff · written by ARC from its store, no model call · 42 tool observation(s) ...]
     ## Task (the user's own words)          F's user messages, verbatim (an earlier handoff in
                                             them is replaced by a line: this one lists it all)
+    ## The user's messages since the task   every human turn (``core/human_turns.py``), as the
+                                            view shows it: verbatim, or its head and stub line,
+                                            the newest always whole (a conversation with native
+                                            tool calls; a text-protocol one has instead:)
     ## The newest user-side messages        the user messages of chat turns, newest kept
     ## What was done                        S over every turn before the newest: thoughts and
                                             actions clipped, short results inline, long ones
@@ -18,7 +22,8 @@ stored observation reachable from it by id.
     [ARC handle arc1....]                   the session's handle (``serving/compaction_handle.py``)
 
 Bounded: at most ``budget_tokens`` tokens of the serving model (the task takes at most a
-quarter of the room, user messages an eighth, the newest turns a quarter, the stub list
+quarter of the room, the user's messages half (user-side messages an eighth), the newest
+turns a quarter, the stub list
 min(P, a quarter); "what was done" the rest, and whatever the others leave). Deterministic:
 the same session writes the same text. The client keeps it; ARC's session keeps everything.
 
@@ -97,9 +102,15 @@ def _parts(context, room: int) -> tuple[list[str], set[str]]:
     count = context.counter.count
     turns = context.turns
     task = _task(context.prefix, room // 4, count)
-    users = _user_messages(turns, context.store, room // 8, count)
+    shown_humans: list[int] = []
+    if context.humans.order:  # the human's words: the same turns, the same bodies, as the view
+        humans, shown_humans = context.humans.listing(turns, context.human_forms(), room // 2)
+        users = ""
+    else:
+        humans, users = "", _user_messages(turns, context.store, room // 8, count)
     newest, first_newest, listed = _newest(context, room // 4)
-    used = sum(count(part) for part in (task, users, newest))
+    listed |= {turns[index].obs_id for index in shown_humans}
+    used = sum(count(part) for part in (task, humans, users, newest))
     done_room = max(0, room - used)
     done, done_ids = _done(context, first_newest, done_room)
     if len(listed | done_ids) < len(context.store):  # some are on no line: room for their stubs
@@ -109,7 +120,8 @@ def _parts(context, room: int) -> tuple[list[str], set[str]]:
     catalog = _catalog(context, listed, max(0, room - used - count(done)))
     sections = formats.HANDOFF_SECTIONS
     parts = [f"{sections[name]}\n{body}" for name, body in
-             (("task", task), ("users", users), ("done", done), ("newest", newest), ("catalog", catalog))
+             (("task", task), ("humans", humans), ("users", users), ("done", done), ("newest", newest),
+              ("catalog", catalog))
              if body]
     return parts, listed
 
@@ -166,6 +178,8 @@ def _newest(context, room: int) -> tuple[str, int, set[str]]:
         action = clip(turn.action, context.config.action_chars)
         if turn.obs_id is None:
             piece = formats.handoff_turn(turn.step, action, formats.command_response(clip(turn.note or "", 400)))
+        elif turn.human:  # listed with the user's messages, once
+            piece = formats.handoff_turn(turn.step, action, formats.HANDOFF_HUMAN_ABOVE)
         else:
             body = context.store.get(turn.obs_id).content
             piece = formats.handoff_turn(turn.step, action, body)

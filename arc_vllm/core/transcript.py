@@ -13,13 +13,32 @@ Mapping (each step keeps the client's own format, so the view can give it back):
   ``group`` for the message); the ``role: tool`` message with the matching
   ``tool_call_id`` is that step's observation; its signature is ``name(arguments)``;
 - an assistant text message and the user message after it are one step (style ``chat``):
-  the assistant's text is the action, the user's message its observation (a text-protocol
-  agent such as mini-swe-agent sends the command's output that way); a user message with no
-  assistant text before it is a step with an empty action. A ``system`` or ``developer``
-  message later in the conversation (Claude Code's reminders) is such a step too, and keeps
-  its role in the view;
+  the assistant's text is the action, the user's message what followed it; a user message
+  with no assistant text before it is a step with an empty action. A ``system`` or
+  ``developer`` message later in the conversation (Claude Code's reminders) is such a step
+  too, and keeps its role in the view;
 - an assistant message's ``reasoning`` (what vLLM makes of Anthropic ``thinking`` blocks and
   Responses ``reasoning`` items) goes with its step and is shown as sent.
+
+A human turn is not an observation. Who wrote a user message depends on the protocol:
+
+- a conversation with native tool calls (``native``: tools offered, or a ``tool_calls`` /
+  ``role: tool`` message anywhere in it; Claude Code, Codex, openai-agents, any chat client
+  with ``tools``) gets its tool results as ``role: tool`` messages, so a user message there is
+  the human speaking: a **human turn** (``Step.human``), stored like every observation but
+  never reduced to an id in a view (``core/human_turns.py``). vLLM's Anthropic converter puts
+  the text blocks of a user message that also holds ``tool_result`` blocks into a user message
+  after the tool messages, so the words a person typed while a tool ran are a human turn too;
+- a text-protocol conversation (no native tools: mini-swe-agent, ReAct agents) gets its
+  command output as user messages: the user message after an assistant action is that step's
+  observation, cited like any other;
+- client context is not the human's words: a user message whose text is only blocks a client
+  injects (``CLIENT_CONTEXT``: Claude Code's ``<system-reminder>``, which its own system prompt
+  says "are injected by the harness, not the user", and its command output blocks; Codex's
+  ``<environment_context>``, AGENTS.md instructions and the other fragments its compaction
+  leaves out of the user's messages) stays a step that compaction may cite. A message mixing
+  both is a human turn; its head, when shortened, is taken from the human's words only
+  (``human_words``).
 
 Null or missing content is an empty string; list content is read as vLLM reads it for a
 string-content template: the text parts (``text``, ``input_text``, ``output_text``,
@@ -31,6 +50,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from dataclasses import dataclass, field
 
 from arc_vllm.core.turn import CHAT, REACT, TOOL, ToolCall
@@ -45,6 +65,34 @@ def fingerprint(message: dict) -> str:
 
 # The content parts vLLM reads as text (``renderers/chat_utils.TEXT_PART_TYPES``).
 TEXT_PART_TYPES = frozenset({"text", "input_text", "output_text", "refusal", "thinking"})
+
+# Blocks a client writes into user messages that are not the human's words, read from the
+# real CLIs (the strings in Claude Code 2.1.328's binary; Codex's contextual user fragments,
+# ``codex-rs/core/src/context``). Claude Code: reminders, the output of local commands and of
+# ``!`` shell commands (``<bash-input>``, the command a person typed, is theirs), background
+# task notifications, hook output. Codex: the environment, AGENTS.md and skill instructions,
+# a shell command's output, an aborted turn's note, sub-agent notifications.
+CLIENT_CONTEXT_TAGS = ("system-reminder", "local-command-caveat", "local-command-stdout", "local-command-stderr",
+                       "bash-stdout", "bash-stderr", "task-notification", "user-prompt-submit-hook",
+                       "environment_context", "user_instructions", "skill", "user_shell_command", "turn_aborted",
+                       "subagent_notification")
+CLIENT_CONTEXT = re.compile(
+    "|".join(rf"<{re.escape(tag)}>.*?</{re.escape(tag)}>" for tag in CLIENT_CONTEXT_TAGS)
+    + r"|# AGENTS\.md instructions for [^\n]*\n+<INSTRUCTIONS>.*?</INSTRUCTIONS>",
+    re.DOTALL | re.IGNORECASE)
+HUMAN_SIGNATURE = "user message"  # the store's signature of a human turn (what its stub names)
+
+
+def human_words(text: str) -> str:
+    """``text`` without the client-context blocks in it (``CLIENT_CONTEXT``), stripped: what a
+    person wrote. Empty for a message that is client context only."""
+    return CLIENT_CONTEXT.sub("", text).strip() if "<" in text or "# AGENTS" in text else text.strip()
+
+
+def is_native(messages: list[dict]) -> bool:
+    """Whether ``messages`` hold a native tool call or result (the conversation's tool results
+    come as ``role: tool`` messages, not as user messages)."""
+    return any(message.get("tool_calls") or message.get("role") == "tool" for message in messages)
 
 
 def content_text(message: dict, where: str = "messages") -> str:
@@ -108,6 +156,7 @@ class Step:
     group: int | None = None         # tool calls of one assistant message
     role: str = "user"               # a chat step's observation message: user, system, developer
     reasoning: str = ""              # the assistant message's reasoning, as sent
+    human: bool = False              # the observation is a human turn: the user's own words
 
 
 @dataclass
@@ -116,6 +165,7 @@ class NewItems:
     steps: list[Step]                # the observations to archive, in order
     fingerprints: list[str]          # of every message taken in, in order
     new_messages: list[dict] = field(default_factory=list)  # the new messages after F
+    native: bool = False             # the conversation has native tool calls (as far as seen)
 
 
 def split_prefix(messages: list[dict]) -> tuple[list[dict], list[dict]]:
@@ -144,11 +194,13 @@ def common_prefix(items: list, known: list) -> int:
 
 
 def take_in(messages: list[dict], known: list[str], has_prefix: bool, prints: list[str] | None = None,
-            held: int = 0) -> NewItems:
+            held: int = 0, native: bool = False) -> NewItems:
     """What in ``messages`` is new for a session that has taken in ``known``. ``held``: the
     request stands for the session's first ``held`` messages before its own (a compaction
     handle), so ``prints`` (when given: of the whole conversation, ``known[:held]`` first)
-    starts with them."""
+    starts with them. ``native``: the conversation is known to have native tool calls (tools
+    offered, or seen in an earlier request); a tool call among the new messages makes it so
+    too, and its user messages are then human turns."""
     prints = known[:held] + fingerprints(messages) if prints is None else prints
     if known and prints[:1] == known[:1]:
         same = max(common_prefix(prints, known), held)
@@ -162,6 +214,7 @@ def take_in(messages: list[dict], known: list[str], has_prefix: bool, prints: li
         prefix = [{"role": message["role"], "content": content_text(message, f"messages[{index - held}]")}
                   for index, message in enumerate(prefix, start=start)]
         start += len(prefix)
+    native = native or is_native(fresh)
     steps = []
     pending: dict[str, tuple[ToolCall, str, int, str]] = {}  # id -> (call, thought, group, reasoning)
     text_action = None   # the assistant text awaiting its user message
@@ -194,12 +247,24 @@ def take_in(messages: list[dict], known: list[str], has_prefix: bool, prints: li
             steps.append(Step(call_signature(call), content_text(message, where), thought,
                               style=TOOL, call=call, group=group, reasoning=reasoning))
         elif role in ("user", "system", "developer"):
-            steps.append(Step(text_action or "", content_text(message, where), style=CHAT,
-                              role=role, reasoning=text_reasoning))
+            text = content_text(message, where)
+            human = native and role == "user" and is_human(message, text)
+            steps.append(Step(text_action or "", text, style=CHAT, role=role, reasoning=text_reasoning,
+                              human=human, signature=HUMAN_SIGNATURE if human else None))
             text_action, text_reasoning = None, ""
         else:
             raise ValueError(f"{where}.role: unknown role {role!r}")
-    return NewItems(prefix, steps, taken, fresh)
+    return NewItems(prefix, steps, taken, fresh, native)
+
+
+def is_human(message: dict, text: str) -> bool:
+    """Whether a user message of a native conversation holds words of the human's: some text
+    part that is not client context only (list content is judged part by part, as a client
+    sends its blocks)."""
+    content = message.get("content")
+    if isinstance(content, list):
+        return any(human_words(part.get("text", part.get("refusal")) or "") for part in content)
+    return bool(human_words(text))
 
 
 if __name__ == "__main__":
@@ -215,5 +280,11 @@ if __name__ == "__main__":
     first = take_in(conversation, [], has_prefix=False)
     print(first.prefix, *first.steps, sep="\n")
     again = take_in(conversation + [{"role": "assistant", "content": "ls"},
-                                    {"role": "user", "content": "a b"}], first.fingerprints, True)
+                                    {"role": "user", "content": "a b"}], first.fingerprints, True,
+                    native=first.native)
     print(*again.steps, sep="\n")
+    # With native tool calls, a user message is the human speaking (a client reminder is not):
+    human = take_in(conversation + [{"role": "user", "content": [
+        {"type": "text", "text": "<system-reminder>files changed</system-reminder>"},
+        {"type": "text", "text": "Never touch prod.yaml."}]}], first.fingerprints, True, native=first.native)
+    print(*human.steps, sep="\n")

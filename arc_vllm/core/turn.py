@@ -15,14 +15,16 @@ its own conversation back:
 Each turn has three forms, from largest to smallest: VERBATIM (the observation in full),
 CITED (the observation as its citation stub, thought and action clipped) and MINIMAL (a bare
 ``§id`` and a 40-character action, at most ~200 tokens whatever the text; ArcConfig keeps
-the recent budget above that). An assistant message's ``reasoning`` is shown in the VERBATIM
+the recent budget above that). A human turn (``human``: the user's own words, never an id)
+is shown in its CITED and MINIMAL forms by its head and stub line (``core/human_turns.py``
+writes them), in the user message it was. An assistant message's ``reasoning`` is shown in the VERBATIM
 form only: it is a thought, and older thoughts are what compaction truncates first. Run ``python -m arc_vllm.core.turn`` for an example.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 from arc_vllm.core import formats
 
@@ -52,12 +54,21 @@ class Turn:
     group: int | None = None   # tool turns of one assistant message share it
     role: str = "user"         # a chat turn's observation message (user, system, developer)
     reasoning: str = ""        # the assistant message's reasoning, as the client sent it
+    human: bool = False        # a chat turn whose user message is the human's (``core/transcript.py``)
 
     @classmethod
     def of_state(cls, data: dict) -> "Turn":
-        """A turn from its snapshot form (``dataclasses.asdict``), its tool call rebuilt."""
+        """A turn from its snapshot form (``state``), its tool call rebuilt."""
         call = data.get("call")
         return cls(**{**data, "call": ToolCall(**call) if call else None})
+
+    def state(self) -> dict:
+        """Its snapshot form: ``dataclasses.asdict`` without ``human`` where it is False (a
+        snapshot of a conversation with no human turn reads as it did before they existed)."""
+        data = asdict(self)
+        if not self.human:
+            del data["human"]
+        return data
 
 
 def clip(text: str, limit: int) -> str:
@@ -74,7 +85,8 @@ def clipped_arguments(arguments: str, limit: int) -> str:
 
 def turn_messages(turn: Turn, form: int, *, observation: str, stub: str, config) -> list[dict]:
     """``turn`` as chat messages in ``form``. ``observation`` is the stored body (VERBATIM),
-    ``stub`` its citation stub (CITED) or bare ``§id`` reference (MINIMAL)."""
+    ``stub`` its citation stub (CITED) or bare ``§id`` reference (MINIMAL); of a human turn,
+    its head and stub line (CITED, MINIMAL), shown as the user message."""
     if form == VERBATIM:
         thought, action, note = turn.thought, turn.action, turn.note
         arguments = turn.call.arguments if turn.call else ""
@@ -90,6 +102,8 @@ def turn_messages(turn: Turn, form: int, *, observation: str, stub: str, config)
         result = formats.command_response(note or "")
     elif form == VERBATIM:
         result = observation
+    elif turn.human:
+        result = stub
     elif form == CITED:
         result = formats.cited_observation(stub)
     else:

@@ -1,8 +1,10 @@
-"""The active view: Serialize(F, S, G, H, U) into chat messages, and what each part costs.
+"""The active view: Serialize(F, W, S, G, H, U) into chat messages, and what each part costs.
 
 Message order is chosen for the engine's prefix cache: what changes least comes first.
 
     F  system prompt + task            fixed for the whole task           <= B
+    W  the user's own messages that    grows when one leaves H; changes    <= W
+       left H (core/human_turns.py)    where one is shortened
     S  summary of older turns          changes only at a compaction       <= M
     G  one catalog page                changes when the page does         <= P
     H  recent turns, verbatim          grows by appending                 <= R
@@ -67,16 +69,20 @@ class View:
     compacted: bool = False
     step: int = 0
     tools: list[dict] | None = None
+    # The human turns it shows whole, shortened and left out, and the messages holding them.
+    human_turns: dict = field(default_factory=dict)
 
 
 def user(content: str) -> dict:
     return {"role": "user", "content": content}
 
 
-def serialize(prefix: list[dict], summary: str, catalog_page: str, recent: list[dict],
+def serialize(prefix: list[dict], humans: str, summary: str, catalog_page: str, recent: list[dict],
               recalled: str) -> list[dict]:
-    """Serialize(F, S, G, H, U): empty parts are left out."""
+    """Serialize(F, W, S, G, H, U): empty parts are left out."""
     messages = list(prefix)
+    if humans:
+        messages.append(user(humans))
     if summary:
         messages.append(user(summary))
     if catalog_page:

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import replace
 from pathlib import Path
 
 from arc_vllm.replay.trajectory import Trajectory, TrajectoryFile, load
@@ -52,8 +53,7 @@ def with_commands(trajectory: Trajectory) -> Trajectory:
     steps = []
     for step in trajectory.steps:
         block = BASH_BLOCK.search(step.action) if step.style == CHAT else None
-        steps.append(Step(step.action, step.observation, step.thought, step.returncode, step.style,
-                          step.call, block.group(1).strip() if block else step.signature, step.group))
+        steps.append(replace(step, signature=block.group(1).strip()) if block else step)
     trajectory.steps = steps
     return trajectory
 

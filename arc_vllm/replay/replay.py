@@ -54,7 +54,8 @@ def apply_step(context: ArcContext, step) -> bool:
         return False
     context.observe(step.action, step.observation, thought=step.thought,
                     returncode=step.returncode, signature=step.signature,
-                    style=step.style, call=step.call, group=step.group)
+                    style=step.style, call=step.call, group=step.group, role=step.role,
+                    reasoning=step.reasoning, human=step.human)
     return True
 
 

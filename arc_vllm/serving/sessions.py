@@ -178,7 +178,10 @@ class Session:
         why = rebases(prints, self.fingerprints, held, handoff) if self.context is not None else None
         if why is not None:
             self.rebase(handed_off=why == "handoff")
-        items = take_in(messages, self.fingerprints, self.context is not None, prints=prints, held=held)
+        # Tools offered, or tool calls seen before: the user messages are the human's.
+        native = bool(tools) or (self.context is not None and self.context.native)
+        items = take_in(messages, self.fingerprints, self.context is not None, prints=prints, held=held,
+                        native=native)
         if self.context is None:
             self.start(items.prefix, tools)
             if self.previous is not None:  # a rewritten history: the same store, stubs and catalog
@@ -187,6 +190,9 @@ class Session:
         else:
             self.context.set_tools(tools)
         context = self.context
+        if items.native and not context.native:
+            context.native = True
+            context.adopt_human_turns()  # its earlier user messages were the human's too
         if handoff:  # the conversation holds ARC's handoff: its view is ARC's (note, catalog)
             context.state.handed_off = True
         # What the conversation would cost without ARC: a running sum over the messages
@@ -200,7 +206,7 @@ class Session:
             context.observe(step.action, step.observation, thought=step.thought,
                             returncode=step.returncode, signature=step.signature,
                             style=step.style, call=step.call, group=step.group, role=step.role,
-                            reasoning=step.reasoning)
+                            reasoning=step.reasoning, human=step.human)
         self.fingerprints = items.fingerprints
         self.num_requests += 1
         if save:
