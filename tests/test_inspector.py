@@ -21,6 +21,7 @@ from tests.helpers.http_calls import call
 
 pytestmark = pytest.mark.slow
 KEY = "inspector-test-key"
+HUMAN = "Never touch config/prod.yaml; the retry budget is 7."
 
 
 def drive(base: str, headers: dict | None = None, turns: int = 10, compactions_at_least: int = 2) -> str:
@@ -38,6 +39,8 @@ def drive(base: str, headers: dict | None = None, turns: int = 10, compactions_a
         assert status == 200, answer
         compactions += answer["arc"]["compactions"]
         messages.append({"role": "assistant", "content": "ok"})
+        if index == 1:  # the user speaks: a human turn, marked on the page
+            messages.append({"role": "user", "content": HUMAN})
     assert compactions >= compactions_at_least
     return session["id"]
 
@@ -78,6 +81,13 @@ def test_the_session_page_shows_the_timeline_the_view_and_stubs_verbatim(inspect
             "§" + found.get_attribute("data-id")))
         assert "log 3 line 7: ok" in driver.execute_script(
             "return document.getElementById('observation').textContent")
+        # The user's own words are marked as theirs, whole, after compaction.
+        humans = driver.find_elements(By.CSS_SELECTOR, "#view li.human")
+        assert humans and any(HUMAN in item.text for item in humans)
+        assert all("the user's words" in item.find_element(By.CSS_SELECTOR, ".role").text for item in humans)
+        view = call(server.base, "GET", f"/v1/arc/sessions/{sid}/view")[1]
+        assert len(humans) == len(view["human_messages"]) and view["human_turns"]["verbatim"] == 1
+        assert "1 whole" in driver.find_element(By.ID, "view-tokens").text
         assert javascript_errors(driver) == []
         driver.save_screenshot(str(tmp_path / "inspector.png"))
     assert (tmp_path / "inspector.png").stat().st_size > 10_000

@@ -35,6 +35,7 @@ import os
 import time
 from dataclasses import dataclass, field, replace
 
+from arc_vllm.core.budget import HumanTurnTooLarge
 from arc_vllm.core.errors import is_context_length_error
 from arc_vllm.core.transcript import fingerprints
 from arc_vllm.kv.extra_args import COMPACTION_TURN, ArcExtraArgs
@@ -93,6 +94,7 @@ class Loop:
     cached_tokens: int = 0
     warmup_tokens: int = 0
     granted: int = 0  # the answer's room at the last engine call
+    human_turns: dict = field(default_factory=dict)  # the user's messages the last view showed, by form
     render_ms: float = 0.0  # ARC's own time before the engine calls: render, compactions
     own_ms: float = 0.0  # all of ARC's own time: archiving, rendering, serving commands
 
@@ -183,6 +185,7 @@ class ChatStep:
             loop.render_ms += elapsed
             loop.own_ms += elapsed
             loop.view_tokens.append(view.tokens)
+            loop.human_turns = {name: view.human_turns[name] for name in ("verbatim", "shortened", "left_out")}
             loop.granted = self.grant(view.tokens)
             if self.debug:
                 loop.views.append(view.messages)
@@ -218,10 +221,13 @@ class ChatStep:
         context = self.context
         # A client's summary prompt the model answers (``model`` mode) follows the view: its room too.
         context.set_answer_room((self.asked or 0) + (context.sizer.messages(self.asking) if self.asking else 0))
-        view = context.render()
-        if context.has_acted and not self.arc_tools and self.all_tools:
-            if self.offer_arc_tools():  # this view compacted: from now on ARC's tools too
-                view = context.render()
+        try:
+            view = context.render()
+            if context.has_acted and not self.arc_tools and self.all_tools:
+                if self.offer_arc_tools():  # this view compacted: from now on ARC's tools too
+                    view = context.render()
+        except HumanTurnTooLarge as error:  # stored all the same: a shorter message continues
+            raise SessionError(f"messages: {error}") from None
         return view
 
     def grant(self, view_tokens: int) -> int:
@@ -287,7 +293,8 @@ class ChatStep:
             # is the rest of the request's.
             arc_ms=round(own_ms, 2), engine_ms=round(max(0.0, total_ms - own_ms), 1),
             route_ms=None if self.received is None else round((self.started - self.received) * 1000, 2),
-            replica=REPLICA_NAME, compaction=ask.record() if ask is not None else None,
+            replica=REPLICA_NAME, human_turns=loop.human_turns or None,
+            compaction=ask.record() if ask is not None else None,
             client_compaction=ask is not None and ask.turn is not None,
             handoff=ask.kind if ask is not None and ask.compacted else None)
         metrics.REQUESTS.labels(api=self.api).inc()

@@ -1,7 +1,8 @@
 """Read-only routes for looking into a session, and the inspector page.
 
     GET /v1/arc/sessions/{sid}/view        the view as the model saw it: messages, tokens,
-                                           budget, and the stored ids its stubs name
+                                           budget, the stored ids its stubs name, and which
+                                           messages hold the user's own words
     GET /v1/arc/sessions/{sid}/timeline    the timeline of its requests, as SVG
     GET /v1/arc/sessions/{sid}/search?q=   stored observations containing q (id, signature, snippet)
     GET /v1/arc/ui[?session=<sid>]         the inspector page (only with --arc-ui)
@@ -50,9 +51,14 @@ async def get_view(sid: str, request: Request):
         # The stubs it shows: ids in the text that name a stored observation (ARC's note
         # shows an example id, and a client's own text may hold anything after a §).
         shown = STUB.findall(json.dumps(current.messages, ensure_ascii=False))
+        humans = current.human_turns
         return {"messages": current.messages, "tokens": current.tokens,
                 "budget_tokens": current.budget_tokens, "compacted": session.context.has_acted,
-                "stubs": sorted({id for id in shown if id in session.store})}
+                "stubs": sorted({id for id in shown if id in session.store}),
+                # The messages holding the user's own words (W, and H's human turns), and how many
+                # of them are whole, shortened to their head, left out (``core/human_turns.py``).
+                "human_messages": humans.get("messages", []),
+                "human_turns": {name: humans.get(name, 0) for name in ("verbatim", "shortened", "left_out")}}
 
     return await read(request, sid, view)
 

@@ -10,6 +10,9 @@ are both written from one ``StepRecord`` (``serving/chat.py`` ``ChatStep.end`` m
                            the client's)
     arc_ms, engine_ms      ARC's own time and the rest of the step (``route_ms``: the route's
                            before the step: parse, translate, route)
+    human_turns            the user's own messages the last view showed: ``verbatim``,
+                           ``shortened`` (head and stub line) and ``left_out`` (no room even for
+                           heads); absent in a conversation without human turns
 
 The record keeps the figures the timeline and the dashboards read; the ``arc`` object all of
 them. Records stored before these names were one (``session.json`` has always used
@@ -53,6 +56,7 @@ class StepRecord:
     engine_ms: float
     route_ms: float | None = None      # None: the step was not reached through a route
     replica: str | None = None         # the Ray replica whose engine served it
+    human_turns: dict | None = None    # the user's messages the last view showed, by form
     compaction: dict | None = None     # the compaction asked of this request, as it went
     client_compaction: bool = False    # that compaction was the client's own summary turn
     handoff: str | None = None         # the handoff it wrote, by kind
@@ -73,7 +77,9 @@ class StepRecord:
                "engine_calls": self.engine_calls}
         arc.update((name, value) for name, value in figures.items()
                    if name not in ("stream", "route_ms", "replica", "compaction", "client_compaction", "handoff",
-                                   "time"))
+                                   "time", "human_turns"))
+        if self.human_turns and any(self.human_turns.values()):
+            arc["human_turns"] = self.human_turns
         if self.route_ms is not None:
             arc["route_ms"] = self.route_ms
         if self.replica:
@@ -89,6 +95,8 @@ class StepRecord:
         record = {"time": round(self.time, 3), **{name: getattr(self, name) for name in RECORDED}}
         if self.handoff is not None:
             record["handoff"] = self.handoff
+        if self.human_turns and any(self.human_turns.values()):
+            record["human_turns"] = self.human_turns
         return record
 
 
@@ -97,6 +105,7 @@ if __name__ == "__main__":
                          view_tokens_per_call=[3900, 4010], budget_tokens=6144, max_tokens=512, max_tokens_asked=512,
                          prefix_tokens=300, compactions=1, recalls=1, commands_served=1, reactive_retries=0,
                          prompt_tokens=7910, prefix_cached_tokens=3584, kv_warmup_tokens=0, observations=40,
-                         render_ms=1.2, arc_ms=3.4, engine_ms=120.0)
+                         render_ms=1.2, arc_ms=3.4, engine_ms=120.0,
+                         human_turns={"verbatim": 2, "shortened": 1, "left_out": 0})
     print("arc:", example.arc())
     print("record:", example.record())

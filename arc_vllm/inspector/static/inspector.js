@@ -121,17 +121,28 @@ async function loadSession() {
   $("view-tokens").textContent = `${view.tokens.toLocaleString()} of ${view.budget_tokens.toLocaleString()} tokens`;
   const list = $("view");
   list.replaceChildren();
-  for (const message of view.messages) {
+  // The messages that hold the user's own words: never reduced to an id, marked as theirs.
+  const human = new Set(view.human_messages || []);
+  const counts = view.human_turns || {};
+  if (human.size) {
+    $("view-tokens").textContent += ` · the user's messages: ${counts.verbatim || 0} whole, ` +
+      `${counts.shortened || 0} shortened to their head` + (counts.left_out ? `, ${counts.left_out} left out` : "");
+  }
+  view.messages.forEach((message, index) => {
     const item = document.createElement("li");
+    if (human.has(index)) {
+      item.className = "human";
+      item.title = "the user's own words";
+    }
     const role = document.createElement("span");
     role.className = "role";
-    role.textContent = message.role;
+    role.textContent = human.has(index) ? message.role + " · the user's words" : message.role;
     const content = document.createElement("div");
     content.className = "content";
     content.append(withStubs(messageText(message)));
     item.append(role, content);
     list.append(item);
-  }
+  });
   await loadCatalog(1);
 }
 
