@@ -12,6 +12,10 @@ into ``$ARC_VLLM_CACHE/npm``), through ARC:
   ARC answers each compaction turn from the store (0 tokens decoded, no engine call), Claude
   Code sends no retry, the prompt is never archived, and the next requests continue the same
   session with ARC's view (its note and catalog);
+- each in a conversation of its own where the user writes again (``--continue``, ``exec resume``)
+  with a second instruction, then pastes two logs of ~14k tokens so that ARC compacts the 32k
+  window: the second instruction is verbatim in every later view, an older paste is shown by its
+  head and stub line and comes back whole by its id, the newest message is whole;
 - their first request bodies, recorded from those versions (``tests/fixtures/clients/``,
   ``record.py`` beside them), grown turn by turn with tool results past the 32k window: every
   view within the budget, one session under the client's id, every observation back exactly.
@@ -53,8 +57,8 @@ def round_trips(tmp_path_factory):
     needs_clis()
     folder = tmp_path_factory.mktemp("clis")
     done = subprocess.run(isolated_command([sys.executable, str(REPO / "tests/helpers/cli_round_trip.py"), str(folder),
-                                            "--compact"]),
-                          capture_output=True, text=True, timeout=1500)
+                                            "--compact", "--humans"]),
+                          capture_output=True, text=True, timeout=2400)
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout)
 
@@ -213,3 +217,29 @@ def test_codexs_first_request_grown_past_the_window(wide_server):
         body["input"] += [item for item in final["output"] if item["type"] in ("message", "function_call")]
         body["input"].append({"type": "message", "role": "user", "content": [{"type": "input_text", "text": "continue"}]})
     check_session(wide_server, arcs, body["prompt_cache_key"], stored)
+
+
+@pytest.mark.parametrize("cli", ["claude", "codex"])
+def test_the_users_second_instruction_stays_verbatim_through_arcs_compaction(round_trips, cli):
+    from arc_vllm.core.transcript import HUMAN_SIGNATURE
+    from tests.helpers.conversations import visible_id
+    from tests.helpers.human_turns import how_shown
+
+    humans = round_trips["humans"][cli]
+    runs, texts = humans["runs"], humans["texts"]
+    assert all(run["rc"] == 0 for run in runs), [run["stderr"] for run in runs]
+    second, paste_1 = texts[1], texts[2]
+    for number, run in enumerate(runs[1:], start=1):
+        view = run["view"]
+        assert view["tokens"] <= view["budget_tokens"]
+        assert how_shown(view["messages"], second, visible_id(HUMAN_SIGNATURE, second)) == "verbatim", number
+        # The newest user message whole (the CLI may add its own context around it).
+        assert how_shown(view["messages"], texts[number], visible_id(HUMAN_SIGNATURE, texts[number])) == "verbatim"
+        assert view["human_messages"]  # the inspector marks them
+    last = runs[-1]
+    assert last["session"]["compactions"] > 0 and last["view"]["compacted"]  # ARC had to act
+    paste_id = visible_id(HUMAN_SIGNATURE, paste_1)
+    assert how_shown(last["view"]["messages"], paste_1, paste_id) == "head"
+    assert last["view"]["human_turns"]["shortened"] >= 1
+    # Every message the user sent after the task is stored whole: its id returns it exactly.
+    assert humans["recalled"] == {text: text for text in texts[1:]}

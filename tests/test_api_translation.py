@@ -345,3 +345,37 @@ def test_the_chat_adapter_writes_the_events_of_the_chunks_it_is_handed():
     assert [json.loads(event[len("data: "):]) for event in events[:-1]] == [
         {"id": "c", "choices": [{"index": 0, "delta": {"content": "é"}}]},
         {"id": "c", "choices": [], "arc": {"session": "sess_1"}}]
+
+
+CLIENT_FIXTURES = [("claude_code_continue_request.json", MessagesAPI), ("codex_resume_request.json", ResponsesAPI)]
+
+
+@pytest.mark.parametrize("fixture,api", CLIENT_FIXTURES, ids=["claude-code", "codex"])
+def test_the_clis_continued_requests_hold_the_users_new_words_as_a_human_turn(smol, fixture, api):
+    """The request each real CLI sends when its user writes again (recorded by
+    ``tests/fixtures/clients/record_continued.py``), through vLLM's own converters: the CLI's
+    own context (Claude Code's reminder block and system message, Codex's developer messages and
+    environment context) is the task prefix, as sent; the new words are a human turn, stored
+    whole; nothing the client injects is taken for the human's."""
+    from pathlib import Path
+
+    from arc_vllm.core.transcript import HUMAN_SIGNATURE, human_words
+
+    recorded = json.loads((Path(__file__).parent / "fixtures" / "clients" / fixture).read_text())["body"]
+    manager = SessionManager(smol, 32768, {})
+    session, app = manager.create(), app_with(manager)
+    translation = asyncio.run(api().translate(dict(recorded, stream=False), app, {}))
+    chat = translation.chat
+    session.take_in(chat["messages"], chat.get("tools"), save=False)
+    context = session.context
+    prefix = json.dumps(context.prefix)
+    assert ("<system-reminder>" in prefix) if api is MessagesAPI else ("<environment_context>" in prefix)
+    humans = [turn for turn in context.turns if turn.human]
+    last = (recorded.get("messages") or recorded.get("input"))[-1]  # what the user wrote, as sent
+    second = last["content"] if isinstance(last["content"], str) else last["content"][0]["text"]
+    assert second.startswith("IMPORTANT HUMAN INSTRUCTION")
+    assert [session.store.get(turn.obs_id).content for turn in humans] == [second]
+    assert session.store.get(humans[0].obs_id).signature == HUMAN_SIGNATURE
+    for turn in context.turns:  # every other step is the client's, or the assistant's
+        if not turn.human and turn.obs_id is not None and turn.role == "user":
+            assert not human_words(session.store.get(turn.obs_id).content)

@@ -15,12 +15,22 @@ of a local model sets it, and goes on after each:
                                                   instructions and tools alone are ~8.8k, so it
                                                   compacts before each turn)
 
-and the observations ARC stored in each session come back too. Run by ``tests/test_agent_clis.py`` through ``ray_cluster.isolated_command``, never
+and the observations ARC stored in each session come back too. With ``--humans``, each CLI
+then starts a conversation of its own (its own HOME and folder) and the user speaks again and
+again, pasting two logs of ~10k tokens each so that ARC must compact a 32k window:
+
+    claude -p "List the files here."; claude -p SECOND --continue; claude -p PASTE1 --continue;
+    claude -p PASTE2 --continue; claude -p "Go on." --continue
+    codex exec "List the files here."; codex exec resume --last SECOND; ... (the same)
+
+and after each run the session's view as the model last saw it comes back, with the texts the
+user sent. Run by ``tests/test_agent_clis.py`` through ``ray_cluster.isolated_command``, never
 outside a namespace (the CLIs would try the internet):
 
     unshare -n sh -c 'ip link set lo up && python tests/helpers/cli_round_trip.py DIR'
 """
 
+import hashlib
 import json
 import os
 import subprocess
@@ -33,6 +43,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
+from arc_vllm.core.transcript import HUMAN_SIGNATURE  # noqa: E402
 from arc_vllm.model_prep import prepare_tiny  # noqa: E402
 from arc_vllm.paths import npm_bin_dir  # noqa: E402
 from arc_vllm.serving.local import Server  # noqa: E402
@@ -78,7 +89,60 @@ def compact_runs(base: str, work: Path, env: dict, claude_id: str, provider: str
     return {"claude_compact": claude, "codex_compact": codex, "codex_remote": codex_remote}
 
 
-def run(folder: Path, compact: bool = False) -> dict:
+SECOND = "IMPORTANT HUMAN INSTRUCTION: never touch the file config/prod.yaml; the spec says the retry budget is 7."
+
+
+def paste(number: int) -> str:
+    """A log a user pastes: ~20 KB, about 14k tokens of the model's tokenizer."""
+    return f"Here is failing log {number}, look at it:\n" + "".join(
+        f"2026-12-03T1{number}:{line // 60 % 60:02d}:{line % 60:02d} worker-{line % 7} GET /api/items/{line} 200\n"
+        for line in range(400))
+
+
+def human_runs(base: str, folder: Path, env: dict, provider: str) -> dict:
+    """Each CLI in a conversation of its own, the user writing again and again (``--humans``)."""
+    prompts = [PROMPT, SECOND, paste(1), paste(2), "Go on."]
+    out = {}
+    for cli in ("claude", "codex"):
+        home, work = folder / f"{cli}-home", folder / f"{cli}-work"
+        home.mkdir(exist_ok=True)
+        work.mkdir(exist_ok=True)
+        cli_env = dict(env, HOME=str(home))
+        client_id, runs = (str(uuid.uuid4()) if cli == "claude" else None), []
+        for number, prompt in enumerate(prompts):
+            if cli == "claude":
+                command = [str(npm_bin_dir() / "claude"), "-p", prompt, "--model", "smol"] + (
+                    ["--session-id", client_id] if number == 0 else ["--continue"])
+            else:
+                command = [str(npm_bin_dir() / "codex"), "exec", "--json", "--skip-git-repo-check", "-c",
+                           "model_provider=local", "-c", provider, "-m", "smol"] + (
+                    [prompt] if number == 0 else ["resume", "--last", prompt])
+            done = subprocess.run(command, env=cli_env, cwd=work, capture_output=True, text=True, timeout=600)
+            if cli == "codex" and number == 0:
+                client_id = next((event.get("thread_id") for event in map(
+                    json.loads, filter(str.strip, done.stdout.splitlines())) if event.get("type") == "thread.started"),
+                    None)
+            [session] = [session for session in get(base, "/v1/arc/sessions")["sessions"]
+                         if session["client_id"] == client_id] or [None]
+            runs.append({"rc": done.returncode, "stderr": done.stderr[-1500:], "prompt": prompt,
+                         "view": get(base, f"/v1/arc/sessions/{session['id']}/view") if session else None,
+                         "session": session and get(base, f"/v1/arc/sessions/{session['id']}")})
+        # Every text the user sent after the task (F), as the session's store returns it by its id.
+        recalled = {}
+        if runs[-1]["session"]:
+            for prompt in prompts[1:]:
+                id = hashlib.sha1(f"{HUMAN_SIGNATURE}\x1f{prompt}".encode()).hexdigest()[:8]
+                try:
+                    with urllib.request.urlopen(f"{base}/v1/arc/sessions/{runs[-1]['session']['id']}/observations/{id}",
+                                                timeout=60) as response:
+                        recalled[prompt] = response.read().decode()
+                except OSError:
+                    recalled[prompt] = None
+        out[cli] = {"client_id": client_id, "runs": runs, "texts": prompts, "recalled": recalled}
+    return out
+
+
+def run(folder: Path, compact: bool = False, humans: bool = False) -> dict:
     server = Server(str(prepare_tiny()), folder / "server.log", "--served-model-name", "smol",
                     "--logits-processors", "tests.helpers.short_answers:ShortAnswers",
                     max_model_len=32768, env={"PYTHONPATH": str(REPO)}).wait()
@@ -101,6 +165,8 @@ def run(folder: Path, compact: bool = False) -> dict:
         threads = [event.get("thread_id") for event in map(json.loads, filter(str.strip, codex.stdout.splitlines()))
                    if event.get("type") == "thread.started"]
         extra = compact_runs(server.base, work, env, claude_id, provider) if compact else {}
+        if humans:
+            extra["humans"] = human_runs(server.base, folder, env, provider)
         sessions = get(server.base, "/v1/arc/sessions")["sessions"]
         for session in sessions:
             session["records"] = get(server.base, f"/v1/arc/sessions/{session['id']}/requests")
@@ -119,4 +185,4 @@ def run(folder: Path, compact: bool = False) -> dict:
 
 
 if __name__ == "__main__":
-    print(json.dumps(run(Path(sys.argv[1]), "--compact" in sys.argv[2:])))
+    print(json.dumps(run(Path(sys.argv[1]), "--compact" in sys.argv[2:], "--humans" in sys.argv[2:])))
