@@ -126,6 +126,31 @@ def test_each_real_format_is_detected_and_read_in_the_agents_own_format():
     assert any(step.observation == "" for step in tools)     # a null tool result
 
 
+def test_text_protocol_logs_give_the_views_they_gave_before_human_turns(smol):
+    """Every view of the text-protocol samples (ARC's own, mini-swe-agent, OpenHands, SWE-agent;
+    4k and 16k), as the code before human turns were told apart from observations rendered it
+    (``tests/fixtures/replay_views``, written at 893c7fa): the same tokens, the same messages."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("make_replay_views", ROOT / "tests/fixtures/make_replay_views.py")
+    maker = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(maker)
+    expected = json.loads((ROOT / "tests/fixtures/replay_views/views.json").read_text())
+    assert maker.views(smol) == expected
+    assert sum(len(calls) for log in expected.values() for window in log.values() for calls in window.values()) > 400
+
+
+def test_tau_benchs_user_messages_are_human_turns_in_replay():
+    """tau-bench's conversations have native tool calls: its user's messages are read as human
+    turns (kept whole in the view), its tool results as observations."""
+    from arc_vllm.replay.importers import read
+
+    for trajectory in read(LOGS / "tau_bench_results.json").trajectories:
+        humans = [step for step in trajectory.steps if step.human]
+        assert humans and all(step.style == "chat" and step.role == "user" for step in humans)
+        assert all(not step.human for step in trajectory.steps if step.style == "tool")
+
+
 def test_real_format_logs_replay_within_budget_and_recover_exactly(tmp_path):
     done = run_cli(LOGS, "--context-window", 16384, "--max-tokens", 1024, "--out", tmp_path / "16k")
     assert done.returncode == 0, done.stderr
