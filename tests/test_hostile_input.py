@@ -19,6 +19,7 @@ from urllib.parse import unquote
 
 import pytest
 
+from arc_vllm.core.config import ArcConfig
 from arc_vllm.serving.session_manager import SessionManager
 from tests.helpers.api_calls import call, model_of
 from tests.helpers.conversations import visible_id
@@ -166,3 +167,23 @@ def test_each_keys_sessions_are_its_own_on_every_route(keyed_server):
     assert {sid, rsid} <= {row["id"] for row in call(base, "GET", "/v1/arc/sessions", headers=as_key("ops"))[1]["sessions"]}
     # The owner's session is as it was: the other key's attempts changed nothing.
     assert call(base, "GET", f"/v1/arc/sessions/{sid}", headers=as_key("key-a"))[1]["requests"] == 1
+
+
+def test_a_rewritten_history_with_a_bad_message_changes_nothing(smol):
+    """Found by test_hostile_bodies: a request that rewrites the session's history (a different
+    message where the session has one) and holds a bad message was refused, but the session
+    had been rebased first (its turns gone from the view). It is read first now."""
+    from arc_vllm.serving.sessions import Session
+
+    session = Session("sess_rewrite", ArcConfig.for_window(4096, 512), smol, None)
+    messages = [{"role": "user", "content": "task"}]
+    for index in range(5):
+        messages += [{"role": "assistant", "content": "", "tool_calls": [{"id": f"c{index}", "type": "function",
+                      "function": {"name": "cat", "arguments": "{}"}}]},
+                     {"role": "tool", "tool_call_id": f"c{index}", "content": f"out {index}"}]
+    session.take_in(messages, None, save=False)
+    before = (len(session.context.turns), session.num_rebases, list(session.fingerprints), session.context)
+    bad = messages[:1] + [dict(messages[1], content={"not": "text"})] + messages[2:]
+    with pytest.raises(ValueError, match=r"messages\[1\]\.content"):
+        session.take_in(bad, None, save=False)
+    assert (len(session.context.turns), session.num_rebases, list(session.fingerprints), session.context) == before

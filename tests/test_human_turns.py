@@ -40,8 +40,8 @@ def human_text(number: int, seed: int, length: int) -> str:
 
 def check_view(session, view, humans: list[tuple[str, str]]) -> None:
     """K <= L in real tokens; every human turn so far verbatim or by its head, the newest whole.
-    Only where W's cap cannot hold even the short heads of all of them (a short head with its
-    stub line is under 100 tokens) are the oldest left out, and only they."""
+    Only where the most W may take cannot hold even the short heads of all of them (a short
+    head with its stub line is under 100 tokens) are the oldest left out, and only they."""
     context = session.context
     assert view.tokens <= context.limit_tokens
     assert context.counter.count_messages(view.messages, context.tools) == view.tokens
@@ -49,7 +49,7 @@ def check_view(session, view, humans: list[tuple[str, str]]) -> None:
     left_out = figures["left_out"]
     if left_out:
         shown_in_w = len(context.humans.in_w(context.state.boundary)) - left_out
-        assert shown_in_w >= context.budgets.humans // 100, (shown_in_w, context.budgets.humans)
+        assert shown_in_w >= context.budgets.humans_most // 100, (shown_in_w, context.budgets.humans_most)
     for number, (text, id) in enumerate(humans):
         shown = how_shown(view.messages, text, id)
         if number == len(humans) - 1:

@@ -137,7 +137,7 @@ def test_the_users_words_stay_in_every_view_on_every_api(arc_server, smol, api, 
         for number, text in enumerate(humans):
             shown = how_shown(view, text, visible_id(HUMAN_SIGNATURE, text))
             assert shown == "verbatim" if number == len(humans) - 1 else shown in ("verbatim", "head"), (number, shown)
-        if humans:
+        if humans:  # (at most 16 short user messages: the most W may take holds them all)
             figures = arc["human_turns"]
             assert figures["verbatim"] + figures["shortened"] == len(humans) and figures["left_out"] == 0
     [sid] = sessions

@@ -363,7 +363,7 @@ class ArcContext:
                 self._turn_cache.pop((index, form), None)
         self.state.boundary = max(self.state.boundary, boundary)
         # Human turns that left H join W, which keeps within its cap.
-        self.humans.fit(self.turns, self.state.boundary, self.budgets.humans)
+        self.humans.fit(self.turns, self.state.boundary, self.budgets.humans, self.budgets.humans_most)
 
     def _compact(self) -> None:
         state = self.state

@@ -14,9 +14,10 @@ so its id returns it exactly, but no view reduces it to an id:
   returns the whole text; still over it, oldest first, by a short head (``SHORT_HEAD_TOKENS``).
   A turn's form never grows back, so W's text changes only where a turn joins or shrinks;
 - the newest human turn is always whole, wherever it is, and outside W's cap. Only when even
-  the short heads of the others do not fit the cap are the oldest left out, while they do not,
-  with a line naming their steps (the catalog lists them): at the default split that takes
-  about a dozen long user messages in a 4k window, fifty at 16k, hundreds at 128k.
+  the short heads of the others do not fit the most W may take (S's and H's room beyond their
+  minimum, ``Budgets.humans_most``) are the oldest left out, while they do not, with a line
+  naming their steps (the catalog lists them): about twenty long user messages in a 4k window
+  with a 900-token task prefix (``bench/human_turns.py``), far more at 16k and above.
 
 The forms are the turns' own (``core/turn.py``): VERBATIM, CITED (the head) and MINIMAL (the
 short head), and the same bodies show a human turn in H when H's cap needs a smaller one. The
@@ -121,13 +122,14 @@ class HumanTurns:
             tokens += cost
         return "\n\n".join(parts), tokens
 
-    def fit(self, turns, boundary: int, cap: int) -> bool:
+    def fit(self, turns, boundary: int, cap: int, most: int | None = None) -> bool:
         """Shorten W until its turns but the newest fit ``cap`` tokens: the oldest long turns to
-        their head, then to their short head, then (only then) the oldest left out. The newest
-        human turn is whole and outside the cap (as the newest turn is in H): a long paste
-        that is the newest shortens nothing else. Whether anything changed."""
+        their head, then to their short head; then (only then, and only beyond ``most``, the
+        most W may take: S and H at their minimum) the oldest left out. The newest human turn
+        is whole and outside the cap (as the newest turn is in H): a long paste that is the
+        newest shortens nothing else. Whether anything changed."""
         shown = self.in_w(boundary)
-        elided, changed = self._fit(turns, shown, self.forms, 0, cap)
+        elided, changed = self._fit(turns, shown, self.forms, 0, cap, most=cap if most is None else most)
         changed |= elided != self.elided
         self.elided = elided
         self._version += changed
@@ -151,7 +153,7 @@ class HumanTurns:
         return tokens
 
     def _fit(self, turns, shown: list[int], forms: dict, elided: int, cap: int,
-             leave_out: bool = True) -> tuple[int, bool]:
+             leave_out: bool = True, most: int | None = None) -> tuple[int, bool]:
         tokens = self._capped(turns, shown, forms, elided)
         changed = False
         newest = self.newest
@@ -168,7 +170,8 @@ class HumanTurns:
                     tokens += smaller
                     changed = True
         keep = 1 if shown and shown[-1] == newest else 0  # the newest is never left out
-        while leave_out and tokens > cap and elided < len(shown) - keep:
+        most = cap if most is None else most
+        while leave_out and tokens > most and elided < len(shown) - keep:
             elided += 1
             tokens = self._capped(turns, shown, forms, elided)
             changed = True

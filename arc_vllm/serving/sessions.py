@@ -176,14 +176,23 @@ class Session:
         request has them already (``serving/seen_conversations.py``)."""
         prints = self.fingerprints[:held] + (fingerprints(messages) if prints is None else prints)
         why = rebases(prints, self.fingerprints, held, handoff) if self.context is not None else None
-        if why is not None:
-            self.rebase(handed_off=why == "handoff")
         # Tools offered, or tool calls seen before: the user messages are the human's.
         native = bool(tools) or (self.context is not None and self.context.native)
-        items = take_in(messages, self.fingerprints, self.context is not None, prints=prints, held=held,
+        # Read (and so checked) before anything changes: a bad message rebases nothing.
+        fresh = self.context is None or why is not None
+        items = take_in(messages, [] if why else self.fingerprints, not fresh, prints=prints, held=held,
                         native=native)
+        if why is not None:
+            kept = (self.context, self.prefix, self.fingerprints, self.full_tokens, self.num_rebases)
+            self.rebase(handed_off=why == "handoff")
         if self.context is None:
-            self.start(items.prefix, tools)
+            try:
+                self.start(items.prefix, tools)
+            except ValueError:  # a prefix that cannot fit: the session stays as it was
+                if why is not None:
+                    self.context, self.prefix, self.fingerprints, self.full_tokens, self.num_rebases = kept
+                    self.previous = None
+                raise
             if self.previous is not None:  # a rewritten history: the same store, stubs and catalog
                 self.context.carry(self.previous, self.previous_handed_off)
                 self.previous = None
