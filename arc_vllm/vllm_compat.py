@@ -13,7 +13,10 @@ version, so that a mismatch never surfaces mid-request or inside a worker.
   ``--arc-kv-reuse`` runs it while the arguments are parsed, and the connector when vLLM
   builds it (a ``--kv-transfer-config`` named by hand, the in-process engine).
 - ``cpu_flags``: the CPU's instruction sets that change vLLM-CPU's kernels and KV layouts
-  (AVX2, AVX-512, AMX), which every figure names.
+  (AVX2, AVX-512, AMX), which every figure names; ``cpu_build``: which of vLLM-CPU's three x86
+  builds this process loaded (``_C``: AVX-512 with bf16, ``_C_AVX512``, ``_C_AVX2``), and
+  ``written_layouts``: the attention ISAs whose KV layout that build's own kernel writes
+  (``amx`` only ``_C``'s); ``machine_class`` all of it with the ISA vLLM picks per dtype.
 - ``reach``: the instance attributes an in-process engine is read through (the scheduler, its
   connector, the worker's connector), walked with the same message when one is gone.
 
@@ -109,6 +112,63 @@ def cpu_flags() -> list[str]:
     return [flag for flag in CPU_FLAGS if flag in words]
 
 
+# vLLM-CPU's x86 builds, as ``vllm/platforms/cpu.py`` ``import_kernels`` chooses among them.
+CPU_BUILDS = ("_C", "_C_AVX512", "_C_AVX2")
+
+
+def cpu_build() -> str | None:
+    """The vLLM-CPU build this process loaded (its shared object in the process's memory map;
+    the module name does not say: each is imported as ``vllm._C``), after loading vLLM's
+    kernels; None off x86 or off Linux."""
+    from pathlib import Path
+
+    from vllm.platforms import current_platform
+
+    if hasattr(current_platform, "import_kernels"):
+        current_platform.import_kernels()
+    try:
+        maps = Path("/proc/self/maps").read_text()
+    except OSError:
+        return None
+    return next((build for build in CPU_BUILDS if f"/vllm/{build}.abi3.so" in maps), None)
+
+
+def written_layouts() -> list[str]:
+    """The attention ISAs whose KV layout the loaded build's own ``cpu_attn_reshape_and_cache``
+    writes (tried on one small block): where an ISA is missing, nothing here can compare a
+    layout with the engine's write of it, and no engine here uses it."""
+    import torch
+
+    from vllm import _custom_ops as ops
+
+    written = []
+    for isa, head_size in (("vec", 64), ("vec16", 80), ("amx", 64)):
+        cache = torch.zeros(1, 1, 32, 2 * head_size, dtype=torch.bfloat16)
+        key_cache, value_cache = cache.view(1, 1, 64, head_size).chunk(2, dim=2)
+        source = torch.ones(32, 1, head_size, dtype=torch.bfloat16)
+        try:
+            ops.cpu_attn_reshape_and_cache(source, source, key_cache, value_cache, torch.arange(32), isa)
+        except RuntimeError:  # "Unsupported CPU attention configuration": not in this build
+            continue
+        written.append(isa)
+    return written
+
+
+def machine_class() -> dict:
+    """What this machine runs as, for every figure and CI log: the CPU's flags, the capabilities
+    torch reports (what vLLM decides by), the build loaded, the layouts it writes and the
+    attention ISA vLLM picks for a head size of 64 in each dtype."""
+    import torch
+
+    from vllm.v1.attention.backends.cpu_attn import _get_attn_isa
+
+    reported = {probe: getattr(torch.cpu, probe)() for probe in
+                ("_is_avx512_supported", "_is_avx512_bf16_supported", "_is_amx_tile_supported")}
+    return {"cpu_flags": cpu_flags(), "torch_reports": reported, "vllm_build": cpu_build(),
+            "written_layouts": written_layouts(),
+            "attention_isa": {dtype: _get_attn_isa(getattr(torch, dtype), 128, 64) for dtype in ("float32", "bfloat16")}}
+
+
 def version() -> str:
     import vllm
 
@@ -173,3 +233,4 @@ def worker_connector():
 if __name__ == "__main__":
     logging.basicConfig(level=logging.INFO)
     print(check(kv_reuse=True), "has every hook ARC and --arc-kv-reuse use")
+    print(machine_class())

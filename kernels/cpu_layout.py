@@ -18,8 +18,10 @@ vLLM picks per layer (``_get_attn_isa`` in ``vllm/v1/attention/backends/cpu_attn
   pack`` (the AMX B-matrix VNNI packing).
 
 Each mapping was read off the engine's own write (``cpu_attn_reshape_and_cache`` with that
-ISA, which is plain stores and runs on any x86 build) and is pinned by
-``tests/test_cpu_layout.py``. An ISA not listed here raises ``UnsupportedKVLayout``: KV reuse
+ISA: plain stores, which vLLM's ``_C`` build runs for every ISA on any CPU with AVX-512 and
+bf16; its ``_C_AVX512`` and ``_C_AVX2`` builds write ``vec`` and ``vec16`` only) and is pinned by
+``tests/test_cpu_layout.py``: live where the build writes it, and everywhere against that
+write as recorded (``tests/fixtures/cpu_layouts.json``). An ISA not listed here raises ``UnsupportedKVLayout``: KV reuse
 refuses it rather than write a layout it does not know.
 
 ``read_tokens`` / ``write_tokens`` gather and scatter K and V of slots (slot = block *

