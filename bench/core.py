@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import json
 import os
 import platform
 import random
@@ -36,6 +35,7 @@ from arc_vllm.offline import go_offline  # noqa: E402
 go_offline()
 
 from arc_vllm.core.config import ArcConfig  # noqa: E402
+from results import write_results  # noqa: E402  (bench/results.py, beside this script)
 from arc_vllm.core.context import ArcContext  # noqa: E402
 from arc_vllm.core.store import ObsStore  # noqa: E402
 from arc_vllm.core.tokens import load_counter  # noqa: E402
@@ -178,9 +178,7 @@ def main() -> int:
               f"counting a new observation p50 {row['observe_p50_ms']} ms  p99 {row['observe_p99_ms']} ms")
     results["memory"] = bench_memory(rng)
     print(f"memory: {results['memory']['bytes_per_payload_byte']} bytes per stored payload byte")
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(results, indent=1))
-    print(f"wrote {args.out}")
+    write_results(results, args.out)
     return 0
 
 

@@ -33,6 +33,7 @@ from arc_vllm.offline import go_offline  # noqa: E402
 go_offline()
 
 from arc_vllm.core import formats  # noqa: E402
+from results import write_results  # noqa: E402  (bench/results.py, beside this script)
 from arc_vllm.core.compaction import BARE, FULL  # noqa: E402
 from arc_vllm.core.config import ArcConfig  # noqa: E402
 from arc_vllm.core.context import ArcContext, arc_system  # noqa: E402
@@ -142,11 +143,7 @@ def main() -> None:
                 print(f"{name:28} {window:>7} {placement:11} {total['prompt_tokens']:>9,} "
                       f"{total['prefix_reusable_tokens']:>9,} {share:>6.3f} {total['uncached_tokens']:>9,} "
                       f"{total['calls_with_every_human_turn']:>8}/{total['calls']}")
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({"machine": platform.machine(), "tokenizer": counter.name, "results": results},
-                              indent=1))
-    print(f"wrote {out}")
+    write_results({"machine": platform.machine(), "tokenizer": counter.name, "results": results}, args.out)
 
 
 if __name__ == "__main__":

@@ -16,7 +16,6 @@ the interpreted Triton path is left out (it measures the interpreter, not a kern
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import sys
@@ -31,6 +30,7 @@ except ImportError:  # bench/gpu_check.sh runs from a bare checkout
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from arc_vllm.kernels import available_implementations, compute_cos_sin_cache, relocate_kv  # noqa: E402
+from results import write_results  # noqa: E402  (bench/results.py, beside this script)
 
 HEADS, HEAD_SIZE, BLOCK_SIZE = 8, 128, 16
 
@@ -113,9 +113,7 @@ def main() -> int:
                   f"   copy {row['copy_gb_s']:>9.2f} GB/s   ratio {row['ratio_to_copy']:.3f}"
                   f"   (checked call {row['checked_time_ms']:.3f} ms)")
         mib *= 4
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(results, indent=1))
-    print(f"wrote {args.out}")
+    write_results(results, args.out)
     return 0
 
 

@@ -65,7 +65,7 @@ def test_malformed_lines_are_reported_with_line_numbers_and_skipped(tmp_path):
     loaded = load(path)
     assert [t.id for t in loaded.trajectories] == ["build-debugging", "z"]
     assert [error.split(":")[1] for error in loaded.errors] == ["2", "3", "4", "7"]
-    assert "missing field(s): steps" in loaded.errors[1] and "action must be a string" in loaded.errors[2]
+    assert "missing field(s): steps" in loaded.errors[1] and "action: must be a string" in loaded.errors[2]
     done = run_cli(path, "--out", tmp_path / "out")
     assert done.returncode == 0 and "mixed.jsonl:2: skipped" in done.stderr
     assert json.loads((tmp_path / "out" / "summary.json").read_text())["trajectories"] == 2

@@ -115,14 +115,19 @@ def content_text(message: dict, where: str = "messages") -> str:
     raise ValueError(f"{where}.content: must be a string, a list of text parts or null")
 
 
+def text_or_empty(value, where: str) -> str:
+    """A field that is text or null: the text, or "" for null; a ValueError naming ``where``
+    otherwise (what every reader of agents' messages and logs takes a text field as)."""
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise ValueError(f"{where}: must be a string or null, not {type(value).__name__}")
+    return value
+
+
 def reasoning_of(message: dict, where: str) -> str:
     """An assistant message's ``reasoning`` (vLLM's field; ``reasoning_content`` is its alias)."""
-    reasoning = message.get("reasoning", message.get("reasoning_content"))
-    if reasoning is None:
-        return ""
-    if not isinstance(reasoning, str):
-        raise ValueError(f"{where}.reasoning: must be a string or null")
-    return reasoning
+    return text_or_empty(message.get("reasoning", message.get("reasoning_content")), f"{where}.reasoning")
 
 
 def tool_call_of(call, where: str) -> ToolCall:

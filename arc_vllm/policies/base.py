@@ -63,6 +63,19 @@ class ModelCalls:
         return calls
 
 
+class Prompted:
+    """What a baseline policy starts from, once: the serving model's counter, the prompt's budget
+    in its tokens, the task, and the task prefix F (system prompt, task) every prompt opens with;
+    ``first``: the steps before it are out of the prompt (folded, forgotten, retrieved only)."""
+
+    def __init__(self, counter, budget_tokens: int, *, task: str, system: str = SYSTEM):
+        self.counter = counter
+        self.budget_tokens = budget_tokens
+        self.task = task
+        self.prefix = prefix_messages(system, task)
+        self.first = 0
+
+
 def step_messages(thought: str, action: str, observation: str) -> list[dict]:
     """One verbatim step as chat messages (the baselines' common serialisation)."""
     return [{"role": "assistant", "content": formats.react_action(thought, action)},

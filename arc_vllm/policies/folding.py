@@ -15,30 +15,26 @@ Subclasses say how to ask (``fold_messages``) and how to keep the answer (``abso
 
 from __future__ import annotations
 
-from arc_vllm.policies.base import SYSTEM, ContextOverflow, ModelCalls, prefix_messages, step_messages
+from arc_vllm.policies.base import SYSTEM, ContextOverflow, ModelCalls, Prompted, step_messages
 
 
 def step_text(step: list[dict]) -> str:
     return "\n".join(message["content"] for message in step)
 
 
-class Folding(ModelCalls):
+class Folding(Prompted, ModelCalls):
     memory_title = "Memory of earlier steps"
 
     def __init__(self, counter, budget_tokens: int, *, task: str, backend, system: str = SYSTEM,
                  keep_recent: int = 2, fold_max_tokens: int = 128, fold_input_tokens: int | None = None):
         if backend is None:
             raise ValueError(f"{self.name} needs a model backend (--backend vllm or openai)")
-        self.counter = counter
-        self.budget_tokens = budget_tokens
-        self.task = task
+        super().__init__(counter, budget_tokens, task=task, system=system)
         self.backend = backend
-        self.prefix = prefix_messages(system, task)
         self.keep_recent = keep_recent
         self.fold_max_tokens = fold_max_tokens
         self.fold_input_tokens = fold_input_tokens or budget_tokens - fold_max_tokens - 256
-        self.steps: list[list[dict]] = []
-        self.first = 0  # steps[:first] are folded into the memory
+        self.steps: list[list[dict]] = []  # steps[:first] are folded into the memory
         self.memory = ""
         self.num_folds = 0
 

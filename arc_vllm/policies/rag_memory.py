@@ -14,7 +14,7 @@ which the engine's prefix cache cannot reuse.
 
 from __future__ import annotations
 
-from arc_vllm.policies.base import SYSTEM, ContextOverflow, prefix_messages, step_messages
+from arc_vllm.policies.base import SYSTEM, ContextOverflow, Prompted, step_messages
 
 
 def line_chunks(text: str, chunk_chars: int) -> list[str]:
@@ -29,22 +29,18 @@ def line_chunks(text: str, chunk_chars: int) -> list[str]:
     return chunks
 
 
-class RagMemory:
+class RagMemory(Prompted):
     name = "rag_memory"
 
     def __init__(self, counter, budget_tokens: int, *, task: str, system: str = SYSTEM,
                  top_k: int = 4, chunk_chars: int = 600, retrieval_budget_tokens: int | None = None):
-        self.counter = counter
-        self.budget_tokens = budget_tokens
-        self.task = task
-        self.prefix = prefix_messages(system, task)
+        super().__init__(counter, budget_tokens, task=task, system=system)
         self.top_k = top_k
         self.chunk_chars = chunk_chars
         self.retrieval_budget_tokens = retrieval_budget_tokens or budget_tokens // 3
         self.steps: list[tuple[str, list[dict]]] = []   # (action, messages)
         self.chunks: list[str] = []
         self.vectors = None
-        self.first = 0
 
     def observe(self, action, observation, *, thought="", returncode=None):
         from arc_vllm.policies.embedding import embed

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from arc_vllm.policies.base import SYSTEM, ContextOverflow, prefix_messages, step_messages
+from arc_vllm.policies.base import SYSTEM, ContextOverflow, Prompted, step_messages
 
 
 @dataclass(frozen=True)
@@ -28,15 +28,12 @@ class HistoryStep:
     observation: str
 
 
-class StepHistory:
+class StepHistory(Prompted):
     name = "step_history"  # the base: every subclass names itself
 
     def __init__(self, counter, budget_tokens: int, *, task: str, system: str = SYSTEM):
-        self.counter = counter
-        self.budget_tokens = budget_tokens
-        self.prefix = prefix_messages(system, task)
-        self.steps: list[HistoryStep] = []
-        self.first = 0   # steps[:first] are forgotten (windows); maskers keep them all
+        super().__init__(counter, budget_tokens, task=task, system=system)
+        self.steps: list[HistoryStep] = []  # steps[:first] are forgotten (windows); maskers keep them all
 
     def observe(self, action, observation, *, thought="", returncode=None):
         self.steps.append(HistoryStep(thought, action, observation))

@@ -18,7 +18,7 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from arc_vllm.core.transcript import Step  # noqa: F401  (one step type for logs and requests)
+from arc_vllm.core.transcript import Step, text_or_empty  # one step type for logs and requests
 
 
 @dataclass
@@ -34,14 +34,6 @@ class Trajectory:
 class TrajectoryFile:
     trajectories: list[Trajectory] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
-
-
-def _text(value, where: str) -> str:
-    if value is None:
-        return ""
-    if not isinstance(value, str):
-        raise ValueError(f"{where} must be a string or null, not {type(value).__name__}")
-    return value
 
 
 def parse_trajectory(record, line: int) -> Trajectory:
@@ -60,12 +52,12 @@ def parse_trajectory(record, line: int) -> Trajectory:
         returncode = step.get("returncode")
         if returncode is not None and (not isinstance(returncode, int) or isinstance(returncode, bool)):
             raise ValueError(f"{where}.returncode must be an integer or null")
-        steps.append(Step(_text(step.get("action"), f"{where}.action"),
-                          _text(step.get("observation"), f"{where}.observation"),
-                          _text(step.get("thought", ""), f"{where}.thought"), returncode))
+        steps.append(Step(text_or_empty(step.get("action"), f"{where}.action"),
+                          text_or_empty(step.get("observation"), f"{where}.observation"),
+                          text_or_empty(step.get("thought", ""), f"{where}.thought"), returncode))
     if not isinstance(record["id"], (str, int)):
         raise ValueError("id must be a string")
-    return Trajectory(str(record["id"]), _text(record["task"], "task"), steps, line,
+    return Trajectory(str(record["id"]), text_or_empty(record["task"], "task"), steps, line,
                       record.get("system") if isinstance(record.get("system"), str) else None)
 
 

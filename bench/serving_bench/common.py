@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from bench.results import write_results
+
 TINY = "arc-tiny-llama (random weights, 2 layers)"
 DEFAULT_OUT = "runs/bench/serving.json"
 
@@ -22,10 +24,7 @@ def out_path(out: str, name: str | None) -> Path:
 
 
 def write(results: dict, out: str, name: str | None = None) -> Path:
-    path = out_path(out, name)
-    path.write_text(json.dumps(results, indent=1))
-    print(f"wrote {path}")
-    return path
+    return write_results(results, out_path(out, name))
 
 
 def tool_turn(session: int, index: int, lines: int):
