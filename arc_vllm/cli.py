@@ -328,7 +328,7 @@ def _serve(argv: list[str]) -> int:
     from arc_vllm.serving.serve_arguments import given
 
     if given(argv, "--ray-replicas"):  # N engine replicas behind one front
-        from arc_vllm.serving.ray_serve import main as ray_main
+        from arc_vllm.serving.ray.front import main as ray_main
 
         return ray_main(argv)
     from arc_vllm.serving.launcher import main as serve_main

@@ -6,7 +6,7 @@ loopback: the command re-runs itself under ``unshare -n`` (``-r`` as well when n
 ``lo`` up and Ray's usage stats off. ``ADDRESS`` (``ray://head:10001`` or ``head:6379``) joins a
 cluster you run instead, on its network as you set it up; every node needs arc-vllm.
 
-Used by ``bench ... --ray`` (``evaluation.ray_bench``) and ``serve --ray-replicas`` (``serving.ray_serve``).
+Used by ``bench ... --ray`` (``evaluation.ray_bench``) and ``serve --ray-replicas`` (``serving.ray.front``).
 """
 
 from __future__ import annotations

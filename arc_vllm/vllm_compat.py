@@ -6,7 +6,9 @@ connector base only gained hooks with defaults), so ``arc-vllm[cuda]`` accepts
 range; and if a hook ARC needs is missing it raises at start, naming the hook and the
 version, so that a mismatch never surfaces mid-request or inside a worker.
 
-- ``HOOKS``: what ``--arc`` uses (the endpoint plugin checks them, ``serving/plugin.py``).
+- ``HOOKS``: what ``--arc`` uses (the endpoint plugin checks them, ``serving/plugin.py``);
+  ``HANDLER_ATTRIBUTES``: what it reads of vLLM's live handlers per request, private ones too,
+  checked on the handlers the server built before the first request (``check_handlers``).
 - ``KV_REUSE_HOOKS``: what ``--arc-kv-reuse``, its start-up layout check and its bench reach,
   private internals included (vLLM renames those without notice): vLLM's own KV writes, and
   on vLLM-CPU the attention ISA it puts on each layer. ``check(kv_reuse=True)`` adds them;
@@ -38,7 +40,7 @@ HOOKS = {
     # The API adapters (serving/apis/) run vLLM's own converters for these APIs.
     "vllm.entrypoints.anthropic.serving.AnthropicServingMessages": [
         "to_chat_completion_request", "messages_full_converter", "message_stream_converter",
-        "count_tokens", "_get_disabled_thinking_effort", "_should_merge_inline_system"],
+        "count_tokens", "_get_disabled_thinking_effort"],
     "vllm.entrypoints.openai.responses.utils": [
         "construct_input_messages", "construct_chat_messages_with_tool_call", "construct_tool_dicts",
         "build_response_output_items"],
@@ -52,6 +54,31 @@ HOOKS = {
         "get_block_ids_with_load_errors", "get_kv_connector_stats", "build_kv_connector_stats",
         "build_prom_metrics"],
 }
+
+
+# What ARC reads of vLLM's live handlers per request (instance attributes, private ones among
+# them), by the app-state name each handler has: checked at start on the handlers the server
+# built (``check_handlers``), so a rename stops the server there, never a request.
+HANDLER_ATTRIBUTES = {
+    "openai_serving_chat": ["create_chat_completion", "model_config", "default_sampling_params"],
+    "anthropic_serving_messages": ["_merge_inline_system", "_get_disabled_thinking_effort",
+                                   "to_chat_completion_request", "messages_full_converter",
+                                   "message_stream_converter", "count_tokens"],
+    "openai_serving_responses": ["use_harmony", "enable_store", "response_store", "online_renderer",
+                                 "default_sampling_params"],
+}
+
+
+def check_handlers(state) -> None:
+    """Raise at start, naming it, for an attribute ARC reads per request that a handler vLLM
+    built (``state``: the app's state) lacks; a handler vLLM did not build is not read."""
+    missing = [f"{name}.{attribute}" for name, attributes in HANDLER_ATTRIBUTES.items()
+               if (handler := getattr(state, name, None)) is not None
+               for attribute in attributes if not hasattr(handler, attribute)]
+    if missing:
+        low, high = TESTED
+        raise RuntimeError(f"vLLM {version()}'s handlers lack what ARC reads per request: {', '.join(missing)}; "
+                           f"install vllm>={low},<{high} or serve without --arc")
 
 
 # Private, so listed apart: a rename here breaks --arc-kv-reuse only.

@@ -96,37 +96,24 @@ def tiny_engine():
     backend.close()
 
 
-@pytest.fixture(scope="session")
-def arc_server():
-    """ARC on the tiny model (4,096 tokens), shared by every test module that asks for it."""
-    from tests.helpers.servers import _started, shared
+def shared_server(kind: str, doc: str):
+    """The session-scoped fixture ``<kind>_server``: the shared server of that kind
+    (``tests/helpers/servers.py``), started when first asked for, stopped at the end."""
 
-    yield shared("arc")
-    _started.pop("arc").stop()
+    @pytest.fixture(scope="session", name=f"{kind}_server")
+    def server():
+        from tests.helpers.servers import _started, shared
 
+        yield shared(kind)
+        _started.pop(kind).stop()
 
-@pytest.fixture(scope="session")
-def keyed_server():
-    """ARC under ``--api-key key-a key-b ops --arc-admin-key ops``, with a store folder."""
-    from tests.helpers.servers import _started, shared
-
-    yield shared("keyed")
-    _started.pop("keyed").stop()
+    server.__doc__ = doc
+    return server
 
 
-@pytest.fixture(scope="session")
-def gateway_server():
-    """ARC behind a gateway: ``--arc-caller-header X-Caller`` (its key ``gw``; ``ops`` the operator's)."""
-    from tests.helpers.servers import _started, shared
-
-    yield shared("gateway")
-    _started.pop("gateway").stop()
-
-
-@pytest.fixture(scope="session")
-def plain_server():
-    """Plain vLLM (no --arc) on the tiny model with the same template and tool parser."""
-    from tests.helpers.servers import _started, shared
-
-    yield shared("plain")
-    _started.pop("plain").stop()
+arc_server = shared_server("arc", "ARC on the tiny model (4,096 tokens, --arc-ui), shared by every test module that asks for it.")
+keyed_server = shared_server("keyed", "ARC under ``--api-key key-a key-b ops --arc-admin-key ops``, with a store "
+                             "folder and --arc-ui.")
+gateway_server = shared_server("gateway", "ARC behind a gateway: ``--arc-caller-header X-Caller`` (its key ``gw``; "
+                               "``ops`` the operator's); no --arc-ui.")
+plain_server = shared_server("plain", "Plain vLLM (no --arc) on the tiny model with the same template and tool parser.")

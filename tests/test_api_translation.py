@@ -26,11 +26,11 @@ from vllm.entrypoints.openai.responses.serving import OpenAIServingResponses
 
 from arc_vllm.serving.apis.messages import MessagesAPI
 from arc_vllm.serving.apis.responses import ResponsesAPI
-from arc_vllm.serving.chat import complete
-from arc_vllm.serving.chat_engine import ChatEngine
-from arc_vllm.serving.chat_stream import open_stream
-from arc_vllm.serving.compaction_handle import Handles
-from arc_vllm.serving.session_manager import SessionManager
+from arc_vllm.serving.step.chat import complete
+from arc_vllm.serving.step.engine import ChatEngine
+from arc_vllm.serving.step.stream import open_stream
+from arc_vllm.serving.compaction.handle import Handles
+from arc_vllm.serving.sessions.manager import SessionManager
 from tests.helpers.histories import make_text
 
 pytestmark = pytest.mark.slow
@@ -83,7 +83,7 @@ def app_with(manager) -> SimpleNamespace:
 
 
 async def step(api, body: dict, app, session, engine):
-    translation = await api.translate(body, app, {})
+    translation = await api.translate(body, app)
     api.bind(translation, session)
     result = await complete(translation.chat, session, ChatEngine(engine), api=api.name)
     return api.answer(translation, result, app)
@@ -178,7 +178,7 @@ def test_a_streamed_command_is_served_inside_and_never_reaches_the_client(smol, 
     engine = Engine([f"_recall §{id}\n", "the answer"])
 
     async def run():
-        translation = await api.translate(body, app, {})
+        translation = await api.translate(body, app)
         api.bind(translation, session)
         chunks = await open_stream(translation.chat, session, ChatEngine(engine), api=api.name)
 
@@ -214,7 +214,7 @@ def test_model_mode_the_model_writes_the_summary_from_arcs_view_and_arc_appends_
     """``--arc-client-compaction model``: Claude Code's summary turn reaches the engine as ARC's
     bounded view with the client's prompt after it (the prompt never archived); the answer is
     the model's text, then ARC's stubs, recall line and handle."""
-    from arc_vllm.serving.compaction import client_turn
+    from arc_vllm.serving.compaction.ask import client_turn
 
     manager = SessionManager(smol, WINDOW, {})
     session, app = manager.create(), app_with(manager)
@@ -232,7 +232,7 @@ def test_model_mode_the_model_writes_the_summary_from_arcs_view_and_arc_appends_
 
     async def run():
         api = MessagesAPI()
-        translation = await api.translate(body, app, {})
+        translation = await api.translate(body, app)
         translation.ask = client_turn("model", app.state.arc_handles, {}, body, translation, "caller")
         api.bind(translation, session)
         if not stream:
@@ -261,8 +261,8 @@ def translated_both_ways(api_class, body: dict, app, kept):
     """The chat body ``kept`` (an adapter that has translated the conversation's earlier
     requests) makes of ``body``, and the one a fresh adapter makes of it whole."""
     async def run():
-        return (await kept.translate(body, app, {}, len(json.dumps(body)))).chat, \
-            (await api_class().translate(body, app, {})).chat
+        return (await kept.translate(body, app, "", len(json.dumps(body)))).chat, \
+            (await api_class().translate(body, app)).chat
     return asyncio.run(run())
 
 
@@ -364,7 +364,7 @@ def test_the_clis_continued_requests_hold_the_users_new_words_as_a_human_turn(sm
     recorded = json.loads((Path(__file__).parent / "fixtures" / "clients" / fixture).read_text())["body"]
     manager = SessionManager(smol, 32768, {})
     session, app = manager.create(), app_with(manager)
-    translation = asyncio.run(api().translate(dict(recorded, stream=False), app, {}))
+    translation = asyncio.run(api().translate(dict(recorded, stream=False), app))
     chat = translation.chat
     session.take_in(chat["messages"], chat.get("tools"), save=False)
     context = session.context

@@ -68,7 +68,7 @@ def test_an_arc_tool_call_with_invalid_arguments_is_an_invalid_command_that_says
     """The model's ``_recall``/``_recall_meta``/``_catalog`` tool calls with arguments that are
     not the schema's become an ``InvalidCommand`` naming the call and what is wrong (served
     to the model as a refusal, never raised), and good ones their command."""
-    from arc_vllm.serving.tools import command_of_call
+    from arc_vllm.serving.step.tools import command_of_call
 
     command = command_of_call(name, arguments)
     assert isinstance(command, InvalidCommand) and command.error.startswith(reason) and name in command.text
@@ -84,7 +84,7 @@ def test_max_completion_tokens_is_read_first_as_vllm_reads_it(fields):
     ``max_tokens`` (vLLM's chat handler's order, ``ChatCompletionRequest``'s own reading)."""
     from vllm.entrypoints.openai.chat_completion.protocol import ChatCompletionRequest
 
-    from arc_vllm.serving.chat import asked_tokens
+    from arc_vllm.serving.step.chat import asked_tokens
 
     request = ChatCompletionRequest(model="m", messages=[{"role": "user", "content": "x"}], **fields)
     theirs = request.max_completion_tokens if request.max_completion_tokens is not None else request.max_tokens
@@ -96,7 +96,7 @@ def test_max_completion_tokens_is_read_first_as_vllm_reads_it(fields):
 def test_a_text_command_and_a_tool_call_are_one_grammar(id, chunk, page):
     """The same command written as a line of text and as an ARC tool call is the same command,
     valid or not (``commands.command_of`` checks both)."""
-    from arc_vllm.serving.tools import command_of_call
+    from arc_vllm.serving.step.tools import command_of_call
 
     recall_text = parse_line(f"_recall §{id}" + (f" {chunk}" if chunk is not None else ""))
     recall_call = command_of_call("_recall", json.dumps({"id": f"§{id}", "chunk": chunk}))

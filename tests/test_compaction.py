@@ -21,10 +21,11 @@ from hypothesis import given, settings, strategies as st
 from arc_vllm.core.config import ArcConfig
 from arc_vllm.core.handoff import write_handoff
 from arc_vllm.core.recall import recall_all
-from arc_vllm.serving.compaction_handle import Handle, Handles, caller_tag
-from arc_vllm.serving.compaction_turns import (PLAIN, SUMMARY_TAGS, BadMarker, answer_text, recognise,
+from arc_vllm.serving.compaction.handle import Handle, Handles, caller_tag
+from arc_vllm.serving.compaction.turns import (PLAIN, SUMMARY_TAGS, answer_text, recognise,
                                                without_prompt)
-from arc_vllm.serving.sessions import Session, SessionError
+from arc_vllm.serving.sessions.session import Session
+from arc_vllm.serving.errors import SessionError
 
 from tests.helpers.histories import make_text
 
@@ -161,7 +162,7 @@ def test_a_quoted_prompt_or_an_ordinary_turn_is_no_compaction_turn():
     assert recognise({}, {}, [{"role": "user", "content": "CRITICAL: Respond with TEXT ONLY. Do NOT call any "
                                                           "tools."}]) is None  # no <summary> asked
     assert recognise({}, {"vllm_xargs": {"arc_compaction": "plain"}}, quoted).form == PLAIN
-    with pytest.raises(BadMarker, match="not one of"):
+    with pytest.raises(SessionError, match="not one of"):
         recognise({"x-arc-compaction": "yes"}, {}, quoted)
 
 

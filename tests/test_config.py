@@ -6,9 +6,13 @@ from arc_vllm.core.config import ArcConfig
 
 
 def test_default_config_is_within_its_window():
+    from arc_vllm.core.config import DEFAULT_MAX_TOKENS
+
     config = ArcConfig()
     assert config.minimum_tokens <= config.input_budget_tokens
     assert config.input_budget_tokens == config.context_window - config.max_tokens
+    # G_max has one default: the field's is the one a window is split with, and the one served.
+    assert config.max_tokens == ArcConfig.for_window(8192).max_tokens == DEFAULT_MAX_TOKENS
 
 
 def test_a_minimum_over_l_names_the_components():
@@ -65,7 +69,7 @@ def test_the_serve_flags_and_the_cli_options_are_arcconfigs_fields_with_one_help
     from arc_vllm.cli import _add_budget_options
     from arc_vllm.core.config import DEFAULT_MAX_TOKENS
     from arc_vllm.serving.plugin import add_arc_arguments
-    from arc_vllm.serving.session_manager import SessionManager
+    from arc_vllm.serving.sessions.manager import SessionManager
 
     serve, cli = argparse.ArgumentParser(), argparse.ArgumentParser()
     add_arc_arguments(serve)

@@ -1,6 +1,6 @@
-"""Implicit sessions' index (``serving/conversation_index.py``), the wire keys clients send
-(``serving/conversation_keys.py``) and the Ray front's routing key for a request that names no
-session (``serving/ray_serve.session_of``), as properties over random conversations
+"""Implicit sessions' index (``serving/sessions/conversation_index.py``), the wire keys clients send
+(``serving/sessions/conversation_keys.py``) and the Ray front's routing key for a request that names no
+session (``serving/ray/front.session_of``), as properties over random conversations
 (hypothesis): a conversation is found from any longer resend of it, by the same caller only;
 a diverging history is not, except under the client's own conversation id with the same first
 message (a rewrite); every request of one conversation routes to one key, on every API.
@@ -15,11 +15,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from arc_vllm.core.transcript import fingerprint
-from arc_vllm.serving.conversation_index import ConversationIndex, client_scope
-from arc_vllm.serving.conversation_keys import CHAT, RESPONSES, caller_of, conversation_of
-from arc_vllm.serving.conversation_keys import MESSAGES as MESSAGES_API
-from arc_vllm.serving.ray_serve import session_of
-from arc_vllm.serving.sessions import SessionError
+from arc_vllm.serving.sessions.conversation_index import ConversationIndex, client_scope
+from arc_vllm.serving.metrics import CHAT, MESSAGES as MESSAGES_API, RESPONSES
+from arc_vllm.serving.sessions.conversation_keys import caller_of, conversation_of
+from arc_vllm.serving.ray.front import session_of
+from arc_vllm.serving.errors import SessionError
 
 def prints(messages):
     return [fingerprint(message) for message in messages]
@@ -150,8 +150,8 @@ def test_seen_conversations_fingerprint_and_chain_as_a_whole_pass_would(requests
     another one), its fingerprints and chained keys are those computed from scratch, for
     every request, under a bound of 1 to 3 conversations kept; another caller's entry is
     never the one consulted."""
-    from arc_vllm.serving.conversation_index import chain
-    from arc_vllm.serving.seen_conversations import SeenConversations
+    from arc_vllm.serving.sessions.conversation_index import chain
+    from arc_vllm.serving.sessions.seen_conversations import SeenConversations
 
     seen = SeenConversations(max_conversations=max_conversations)
     conversation = []

@@ -20,7 +20,8 @@ from urllib.parse import unquote
 import pytest
 
 from arc_vllm.core.config import ArcConfig
-from arc_vllm.serving.session_manager import SessionManager
+from arc_vllm.serving.sessions.folder import storage_for
+from arc_vllm.serving.sessions.manager import SessionManager
 from tests.helpers.api_calls import call, model_of
 from tests.helpers.conversations import visible_id
 
@@ -73,14 +74,14 @@ def test_a_conversation_id_that_is_not_text_is_a_400_and_the_listing_answers(arc
 
 
 def test_a_session_stored_with_a_bad_client_id_still_loads_and_lists(tmp_path, smol):
-    manager = SessionManager(smol, 4096, {}, tmp_path)
+    manager = SessionManager(smol, 4096, {}, storage_for(tmp_path))
     session = manager.create(client_id="good")
     session.take_in([{"role": "user", "content": "hi"}], None)
     manager.close()  # as a server that stopped
     state = json.loads((tmp_path / session.id / "session.json").read_text())
     state["client_id"] = state["summary"]["client_id"] = "\ud800bad"  # as code before ids were checked wrote it
     (tmp_path / session.id / "session.json").write_text(json.dumps(state))
-    reopened = SessionManager(smol, 4096, {}, tmp_path)
+    reopened = SessionManager(smol, 4096, {}, storage_for(tmp_path))
     for listing in (reopened.listing(), [reopened.get(session.id).summary()]):  # unloaded, then loaded
         assert json.dumps(listing, ensure_ascii=False).encode("utf-8")  # nothing unwritable
         assert [entry["client_id"] for entry in listing] == ["\\ud800bad"]
@@ -173,7 +174,7 @@ def test_a_rewritten_history_with_a_bad_message_changes_nothing(smol):
     """Found by test_hostile_bodies: a request that rewrites the session's history (a different
     message where the session has one) and holds a bad message was refused, but the session
     had been rebased first (its turns gone from the view). It is read first now."""
-    from arc_vllm.serving.sessions import Session
+    from arc_vllm.serving.sessions.session import Session
 
     session = Session("sess_rewrite", ArcConfig.for_window(4096, 512), smol, None)
     messages = [{"role": "user", "content": "task"}]

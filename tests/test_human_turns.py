@@ -16,7 +16,7 @@ from arc_vllm.core.handoff import write_handoff
 from arc_vllm.core.recall import recall_all
 from arc_vllm.core.snapshot import restore, snapshot
 from arc_vllm.core.transcript import HUMAN_SIGNATURE, human_words, take_in
-from arc_vllm.serving.sessions import Session
+from arc_vllm.serving.sessions.session import Session
 
 from tests.helpers.histories import make_text
 from tests.helpers.human_turns import how_shown

@@ -13,14 +13,12 @@ import pytest
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
 
-from arc_vllm.model_prep import prepare_tiny
-from arc_vllm.serving.local import Server
 from tests.helpers.browser import chromium, dump_dom, javascript_errors
 from tests.helpers.conversations import TOOLS, tool_turn
 from tests.helpers.http_calls import call
 
 pytestmark = pytest.mark.slow
-KEY = "inspector-test-key"
+KEY = "key-a"  # one of the shared keyed server's keys
 HUMAN = "Never touch config/prod.yaml; the retry budget is 7."
 
 
@@ -46,10 +44,9 @@ def drive(base: str, headers: dict | None = None, turns: int = 10, compactions_a
 
 
 @pytest.fixture(scope="module")
-def inspector(tmp_path_factory):
-    server = Server(str(prepare_tiny()), tmp_path_factory.mktemp("ui") / "server.log", "--arc-ui").wait()
-    yield server, drive(server.base)
-    server.stop()
+def inspector(arc_server):
+    """The shared ARC server (``--arc-ui``), and a session driven past compactions on it."""
+    return arc_server, drive(arc_server.base)
 
 
 def test_the_session_page_shows_the_timeline_the_view_and_stubs_verbatim(inspector, tmp_path):
@@ -127,27 +124,24 @@ def test_read_only_routes_answer_bad_input_with_a_clear_4xx(inspector):
     assert "log 0 line 12: ok" in found["results"][0]["snippet"]
 
 
-def test_under_an_api_key_the_page_asks_for_it_and_the_shell_carries_no_data(tmp_path):
-    server = Server(str(prepare_tiny()), tmp_path / "server.log", "--arc-ui", "--api-key", KEY).wait()
-    try:
-        auth = {"Authorization": f"Bearer {KEY}"}
-        sid = drive(server.base, auth, turns=4, compactions_at_least=1)
-        shell = urllib.request.urlopen(server.base + "/v1/arc/ui").read().decode()
-        assert "ARC inspector" in shell and sid not in shell
-        assert call(server.base, "GET", "/v1/arc/sessions")[0] == 401
-        with chromium() as driver:
-            driver.get(server.base + "/v1/arc/ui")
-            wait = WebDriverWait(driver, 30)
-            wait.until(lambda d: d.find_element(By.ID, "key-form").is_displayed())
-            driver.find_element(By.ID, "key").send_keys(KEY)
-            driver.find_element(By.CSS_SELECTOR, "#key-form button").click()
-            wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, "#session-rows a"))
-            driver.find_element(By.LINK_TEXT, sid).click()
-            wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, "#timeline svg circle.point"))
-            assert len(driver.find_elements(By.CSS_SELECTOR, "#timeline svg circle.point")) == 4
-            assert javascript_errors(driver) == []
-    finally:
-        server.stop()
+def test_under_an_api_key_the_page_asks_for_it_and_the_shell_carries_no_data(keyed_server):
+    server = keyed_server  # --api-key key-a key-b ops, --arc-ui
+    auth = {"Authorization": f"Bearer {KEY}"}
+    sid = drive(server.base, auth, turns=4, compactions_at_least=1)
+    shell = urllib.request.urlopen(server.base + "/v1/arc/ui").read().decode()
+    assert "ARC inspector" in shell and sid not in shell
+    assert call(server.base, "GET", "/v1/arc/sessions")[0] == 401
+    with chromium() as driver:
+        driver.get(server.base + "/v1/arc/ui")
+        wait = WebDriverWait(driver, 30)
+        wait.until(lambda d: d.find_element(By.ID, "key-form").is_displayed())
+        driver.find_element(By.ID, "key").send_keys(KEY)
+        driver.find_element(By.CSS_SELECTOR, "#key-form button").click()
+        wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, "#session-rows a"))
+        driver.find_element(By.LINK_TEXT, sid).click()
+        wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, "#timeline svg circle.point"))
+        assert len(driver.find_elements(By.CSS_SELECTOR, "#timeline svg circle.point")) == 4
+        assert javascript_errors(driver) == []
 
 
 def test_the_replay_report_opens_offline_with_a_timeline_per_trajectory(tmp_path):

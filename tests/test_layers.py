@@ -1,5 +1,5 @@
-"""The layers import only downwards (DESIGN.md section 5; the rules are listed in
-docs/layout.md), read from the source with ``ast``: every ``import`` and ``from ... import``,
+"""The layers import only downwards (the rules are listed in docs/layout.md), read from the
+source with ``ast``: every ``import`` and ``from ... import``,
 absolute and relative, at module level or inside functions alike (a lazy import is still a
 dependency), of every module under ``arc_vllm/`` and ``kernels/`` (installed as
 ``arc_vllm.kernels``). Every module has a layer:
@@ -14,6 +14,18 @@ dependency), of every module under ``arc_vllm/`` and ``kernels/`` (installed as
     agent, replay, evaluation   the agent side; never serving, nor serving them
     cost, reports   measurement and analysis: cost, reports and base only (the agent side reads them)
     serving, inspector, cli   the top
+
+and inside ``serving/``, its rooms (each package's docstring says what it owns):
+
+    errors, metrics, processes   the leaves: importable from every room, importing none
+    sessions      a session, the manager and its storage, conversation keys and index,
+                  ownership, locks
+    compaction    the clients' compaction turns, handles, the asks: + sessions
+    step          one request through ARC (the step, its stream, the engine, the record, the
+                  stream filter, ARC's tools, the KV warm-up): + compaction, sessions
+    apis          the adapters: + step, compaction, sessions
+    the rest      the plugin, launcher, routes, the ARC route, the inspector's routes, the Ray
+                  front and replica (``ray/``), the scheduler hook, ``local``: anything
 
 - no two modules import each other;
 - no test module imports another (shared code lives in ``tests/helpers/``);
@@ -129,6 +141,35 @@ def test_the_agent_side_and_serving_never_import_each_other():
     assert offenders({"serving"}, LAYERS - agent_side - {"cli"}) == []
 
 
+SERVING_LEAVES = {"errors", "metrics", "processes"}
+SERVING_ROOMS = ("sessions", "compaction", "step", "apis")  # each may import those before it
+
+
+def serving_room(module: str) -> int | None:
+    """A serving module's rank: its room's index in ``SERVING_ROOMS``, the top after them,
+    None for a leaf (and for anything outside serving)."""
+    parts = module.split(".")
+    if parts[:2] != ["arc_vllm", "serving"] or len(parts) < 3 or parts[2] in SERVING_LEAVES:
+        return None
+    return SERVING_ROOMS.index(parts[2]) if parts[2] in SERVING_ROOMS else len(SERVING_ROOMS)
+
+
+def test_serving_rooms_import_only_rooms_below_and_the_leaves():
+    wrong = sorted(f"{module} imports {target}" for module, targets in GRAPH.items()
+                   if serving_room(module) is not None for target in targets
+                   if serving_room(target) is not None and serving_room(target) > serving_room(module))
+    assert wrong == []
+    leaves = sorted(f"{module} imports {target}" for module, targets in GRAPH.items()
+                    if module.split(".")[:2] == ["arc_vllm", "serving"] and len(module.split(".")) == 3
+                    and module.split(".")[2] in SERVING_LEAVES
+                    for target in targets if target.startswith("arc_vllm.serving"))
+    assert leaves == []
+    # Every room is a package with a docstring that says what it owns and may import.
+    for room in SERVING_ROOMS:
+        doc = ast.get_docstring(ast.parse((PACKAGE / "serving" / room / "__init__.py").read_text()))
+        assert doc and "may import" in doc.lower(), room
+
+
 def test_policies_agent_and_replay_sit_below_evaluation():
     assert offenders({"policies"}, {"policies", "core", "base"}) == []
     assert offenders({"agent"}, LAYERS - {"replay", "evaluation", "serving", "cli"}) == []
@@ -172,3 +213,27 @@ def test_relative_imports_are_resolved(tmp_path):
     known = {"arc_vllm.core.tokens", "arc_vllm.serving.chat"}
     assert imports_of("arc_vllm.serving.step", source, known) == {
         "arc_vllm.core.tokens", "arc_vllm.serving.chat", "arc_vllm.serving.apis.chat"}
+
+
+def test_every_package_folder_is_installed():
+    # pyproject lists its packages (kernels/ and csrc/ are mapped into arc_vllm from the top of
+    # the repository, which setuptools' package finder cannot combine with a mapping): a new
+    # room left out of the list would import in the checkout and be missing from the wheel.
+    import tomllib
+
+    listed = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    folders = {".".join(path.relative_to(ROOT).parts) for path in (ROOT / "arc_vllm").rglob("*")
+               if path.is_dir() and path.name != "__pycache__"}
+    folders |= {"arc_vllm", "arc_vllm.kernels", "arc_vllm.kernels.csrc"}
+    assert listed == folders
+
+
+def test_every_serving_error_lives_in_the_error_module():
+    # One owner: an exception class defined anywhere else in serving/ would be a status with no
+    # entry in ErrorForms.
+    elsewhere = sorted(f"{path.relative_to(ROOT)}:{node.name}" for path in (ROOT / "arc_vllm" / "serving").rglob("*.py")
+                       if path.name != "errors.py"
+                       for node in ast.walk(ast.parse(path.read_text())) if isinstance(node, ast.ClassDef)
+                       and any(getattr(base, "id", getattr(base, "attr", "")).endswith(("Error", "Exception", "Busy"))
+                               for base in node.bases))
+    assert elsewhere == []

@@ -57,6 +57,19 @@ def test_unknown_arc_options_are_refused_by_vllms_parser(capsys):
     assert "--arc-bogus" in capsys.readouterr().err
 
 
+def test_the_plugins_docstring_names_every_arc_flag():
+    """Every ``--arc-*`` option the plugin adds (its own and the budgets ``ArcConfig`` gives) is
+    in ``plugin.py``'s docstring, its reference."""
+    import argparse
+
+    from arc_vllm.serving import plugin
+
+    parser = argparse.ArgumentParser()
+    plugin.add_arc_arguments(parser)
+    flags = {option for action in parser._actions for option in action.option_strings if option.startswith("--arc")}
+    assert len(flags) > 20 and sorted(flag for flag in flags if flag not in plugin.__doc__) == []
+
+
 def request(base, method, path, body=None):
     data = json.dumps(body).encode() if body is not None else None
     call = urllib.request.Request(base + path, data=data, method=method,
@@ -156,7 +169,7 @@ def test_implicit_sessions_off_leaves_requests_naming_none_to_vllm():
     from types import SimpleNamespace
 
     from arc_vllm.serving.api_route import ArcRoute
-    from arc_vllm.serving.apis import Declined
+    from arc_vllm.serving.errors import Declined
     from arc_vllm.serving.apis.chat import ChatAPI
     from arc_vllm.serving.apis.messages import MessagesAPI
     from arc_vllm.serving.apis.responses import ResponsesAPI

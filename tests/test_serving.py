@@ -26,13 +26,6 @@ pytestmark = pytest.mark.slow
 
 
 
-@pytest.fixture(scope="module")
-def tiny(tmp_path_factory):
-    server = Server(str(prepare_tiny()), tmp_path_factory.mktemp("tiny") / "server.log").wait()
-    yield server
-    server.stop()
-
-
 def client_for(server):
     client = OpenAI(base_url=server.base + "/v1", api_key="none", max_retries=0)
     return client, client.models.list().data[0].id
@@ -42,10 +35,10 @@ def client_for(server):
 
 
 
-def test_session_drives_through_many_windows_within_budget(tiny, smol):
-    status, session = call(tiny.base, "POST", "/v1/arc/sessions")
+def test_session_drives_through_many_windows_within_budget(arc_server, smol):
+    status, session = call(arc_server.base, "POST", "/v1/arc/sessions")
     assert status == 201 and session["id"].startswith("sess_")
-    client, model = client_for(tiny)
+    client, model = client_for(arc_server)
     messages = [{"role": "system", "content": "You are an agent."},
                 {"role": "user", "content": "Read every log and report anomalies."}]
     budget, stored, cached, full = session["budget_tokens"], {}, 0, 0
@@ -67,14 +60,14 @@ def test_session_drives_through_many_windows_within_budget(tiny, smol):
         messages.append({"role": "assistant", "content": response.choices[0].message.content})
     assert full > 3 * 4096  # the conversation is more than three context windows long
     assert cached > 0       # prefix-stable views are served from vLLM's prefix cache
-    status, info = call(tiny.base, "GET", f"/v1/arc/sessions/{session['id']}")
+    status, info = call(arc_server.base, "GET", f"/v1/arc/sessions/{session['id']}")
     assert info["observations"] == 14 and info["compactions"] > 0 and info["requests"] == 14
     for id, body in stored.items():
-        status, raw = call(tiny.base, "GET", f"/v1/arc/sessions/{session['id']}/observations/{id}")
+        status, raw = call(arc_server.base, "GET", f"/v1/arc/sessions/{session['id']}/observations/{id}")
         assert status == 200 and raw.decode("utf-8") == body
-    status, page = call(tiny.base, "GET", f"/v1/arc/sessions/{session['id']}/catalog?page=1")
+    status, page = call(arc_server.base, "GET", f"/v1/arc/sessions/{session['id']}/catalog?page=1")
     assert status == 200 and page["ids"] and all(f"§{id}" in page["text"] for id in page["ids"])
-    metrics = urllib.request.urlopen(tiny.base + "/metrics").read().decode()
+    metrics = urllib.request.urlopen(arc_server.base + "/metrics").read().decode()
     for name in ("arc_compactions_total", "arc_recalls_total", "arc_view_tokens_bucket",
                  "arc_prefix_cached_tokens_total", "arc_prompt_tokens_total", "arc_store_bytes",
                  "arc_sessions", "vllm:prefix_cache_hits", "arc_engine_prefix_cached_tokens_total"):
@@ -86,18 +79,18 @@ def test_session_drives_through_many_windows_within_budget(tiny, smol):
     assert engine["arc_engine_prefix_cached_tokens_total"] > 0
 
 
-def test_sessions_are_isolated_and_resending_archives_nothing_twice(tiny):
-    client, model = client_for(tiny)
-    _, first = call(tiny.base, "POST", "/v1/arc/sessions")
-    _, second = call(tiny.base, "POST", "/v1/arc/sessions")
+def test_sessions_are_isolated_and_resending_archives_nothing_twice(arc_server):
+    client, model = client_for(arc_server)
+    _, first = call(arc_server.base, "POST", "/v1/arc/sessions")
+    _, second = call(arc_server.base, "POST", "/v1/arc/sessions")
     turn, signature = tool_turn(1, "SECRET=only-in-the-first-session\n")
     messages = [{"role": "user", "content": "task"}] + turn
     for _ in range(2):  # the same conversation twice: one observation
         client.chat.completions.create(model=model, messages=messages, max_tokens=4,
                                        extra_body={"vllm_xargs": {"arc_session": first["id"]}})
     id = visible_id(signature, "SECRET=only-in-the-first-session\n")
-    assert call(tiny.base, "GET", f"/v1/arc/sessions/{first['id']}")[1]["occurrences"] == 1
-    status, error = call(tiny.base, "GET", f"/v1/arc/sessions/{second['id']}/observations/{id}")
+    assert call(arc_server.base, "GET", f"/v1/arc/sessions/{first['id']}")[1]["occurrences"] == 1
+    status, error = call(arc_server.base, "GET", f"/v1/arc/sessions/{second['id']}/observations/{id}")
     assert status == 404 and second["id"] in error["error"]["message"]
     # A recall of the first session's id inside the second session fails, with no hint of it.
     response = client.chat.completions.create(
@@ -108,17 +101,17 @@ def test_sessions_are_isolated_and_resending_archives_nothing_twice(tiny):
     assert "only-in-the-first-session" not in shown and f"no observation §{id}" in shown
 
 
-def test_errors_are_clear_and_lose_nothing(tiny):
-    client, model = client_for(tiny)
+def test_errors_are_clear_and_lose_nothing(arc_server):
+    client, model = client_for(arc_server)
     with pytest.raises(NotFoundError, match="no ARC session"):
         client.chat.completions.create(model=model, messages=[{"role": "user", "content": "x"}],
                                        extra_body={"vllm_xargs": {"arc_session": "sess_nope"}})
-    assert call(tiny.base, "GET", "/v1/arc/sessions/sess_nope")[0] == 404
-    status, error = call(tiny.base, "POST", "/v1/arc/sessions", {"budgets": {"recent_turnz": 2}})
+    assert call(arc_server.base, "GET", "/v1/arc/sessions/sess_nope")[0] == 404
+    status, error = call(arc_server.base, "POST", "/v1/arc/sessions", {"budgets": {"recent_turnz": 2}})
     assert status == 400 and "recent_turnz" in error["error"]["message"]
-    status, error = call(tiny.base, "POST", "/v1/arc/sessions", {"budgets": {"max_tokens": 4000}})
+    status, error = call(arc_server.base, "POST", "/v1/arc/sessions", {"budgets": {"max_tokens": 4000}})
     assert status == 400 and "budgets" in error["error"]["message"]
-    _, session = call(tiny.base, "POST", "/v1/arc/sessions")
+    _, session = call(arc_server.base, "POST", "/v1/arc/sessions")
     turn, _ = tool_turn(1, "kept\n")
     client.chat.completions.create(model=model, messages=[{"role": "user", "content": "t"}] + turn,
                                    max_tokens=2, extra_body={"vllm_xargs": {"arc_session": session["id"]}})
@@ -133,24 +126,26 @@ def test_errors_are_clear_and_lose_nothing(tiny):
         model=model, messages=[{"role": "user", "content": "t"}] + turn, max_tokens=2, n=2,
         extra_body={"vllm_xargs": {"arc_session": session["id"]}})
     assert len(several.choices) == 2
-    assert call(tiny.base, "GET", f"/v1/arc/sessions/{session['id']}")[1]["observations"] == 1
-    assert call(tiny.base, "DELETE", f"/v1/arc/sessions/{session['id']}")[0] == 200
-    assert call(tiny.base, "GET", f"/v1/arc/sessions/{session['id']}")[0] == 404
+    assert call(arc_server.base, "GET", f"/v1/arc/sessions/{session['id']}")[1]["observations"] == 1
+    assert call(arc_server.base, "DELETE", f"/v1/arc/sessions/{session['id']}")[0] == 200
+    assert call(arc_server.base, "GET", f"/v1/arc/sessions/{session['id']}")[0] == 404
 
 
-def test_the_inspector_page_is_off_unless_asked_for(tiny):
-    """Without --arc-ui there is no page; the read-only JSON routes are part of the API."""
-    status, _ = call(tiny.base, "GET", "/v1/arc/ui")
+def test_the_inspector_page_is_off_unless_asked_for(gateway_server):
+    """Without --arc-ui (the shared ``gateway`` server has none) there is no page; the read-only
+    JSON routes are part of the API."""
+    caller = {"Authorization": "Bearer gw", "X-Caller": "team-ui"}
+    status, _ = call(gateway_server.base, "GET", "/v1/arc/ui", headers=caller)
     assert status == 404
-    _, session = call(tiny.base, "POST", "/v1/arc/sessions")
-    status, view = call(tiny.base, "GET", f"/v1/arc/sessions/{session['id']}/view")
+    _, session = call(gateway_server.base, "POST", "/v1/arc/sessions", headers=caller)
+    status, view = call(gateway_server.base, "GET", f"/v1/arc/sessions/{session['id']}/view", headers=caller)
     assert status == 200 and view["messages"] == [] and view["budget_tokens"] == 3584
 
 
-def test_a_request_naming_no_session_gets_one_by_its_conversation(tiny):
+def test_a_request_naming_no_session_gets_one_by_its_conversation(arc_server):
     """Implicit sessions: the same conversation, resent longer, stays in one session; another
     caller (API key, ``user``), or an edited history, gets a session of its own."""
-    client, model = client_for(tiny)
+    client, model = client_for(arc_server)
     messages = [{"role": "user", "content": "Find the port in the logs."}]
 
     def ask(messages, **extra):
@@ -163,12 +158,12 @@ def test_a_request_naming_no_session_gets_one_by_its_conversation(tiny):
         messages = messages + [{"role": "assistant", "content": "ok"}] + turn
         arc = ask(messages)
         assert arc["session"] == first["session"] and arc["observations"] == index + 1
-    status, described = call(tiny.base, "GET", f"/v1/arc/sessions/{first['session']}")
+    status, described = call(arc_server.base, "GET", f"/v1/arc/sessions/{first['session']}")
     assert status == 200 and described["implicit"] and described["requests"] == 4
     # The response names the session in a header too, so a client may pin it from now on.
     raw = client.chat.completions.with_raw_response.create(model=model, max_tokens=3, messages=messages)
     assert raw.headers["x-arc-session"] == first["session"] == raw.parse().model_extra["arc"]["session"]
-    other_key = OpenAI(base_url=tiny.base + "/v1", api_key="team-b", max_retries=0)
+    other_key = OpenAI(base_url=arc_server.base + "/v1", api_key="team-b", max_retries=0)
     assert other_key.chat.completions.create(model=model, max_tokens=3, messages=messages) \
         .model_extra["arc"]["session"] != first["session"]
     assert ask(messages, user="someone-else")["session"] != first["session"]
@@ -177,9 +172,9 @@ def test_a_request_naming_no_session_gets_one_by_its_conversation(tiny):
     assert ask(messages + [{"role": "user", "content": "and?"}])["session"] == first["session"]
 
 
-def test_the_header_names_a_session(tiny):
-    client, model = client_for(tiny)
-    _, session = call(tiny.base, "POST", "/v1/arc/sessions")
+def test_the_header_names_a_session(arc_server):
+    client, model = client_for(arc_server)
+    _, session = call(arc_server.base, "POST", "/v1/arc/sessions")
     via_header = client.chat.completions.create(
         model=model, max_tokens=3, messages=[{"role": "user", "content": "hello"}],
         extra_headers={"X-ARC-Session": session["id"]})
@@ -190,13 +185,13 @@ def test_the_header_names_a_session(tiny):
 
 
 
-def test_a_streamed_session_answer_streams_as_it_is_generated(tiny):
-    client, model = client_for(tiny)
-    _, session = call(tiny.base, "POST", "/v1/arc/sessions")
+def test_a_streamed_session_answer_streams_as_it_is_generated(arc_server):
+    client, model = client_for(arc_server)
+    _, session = call(arc_server.base, "POST", "/v1/arc/sessions")
     body = {"model": model, "max_tokens": 64, "ignore_eos": True, "stream": True,
             "messages": [{"role": "user", "content": "hello"}],
             "vllm_xargs": {"arc_session": session["id"]}}
-    events = stream_events(tiny.base, body)
+    events = stream_events(arc_server.base, body)
     assert events[-1][1] == "[DONE]"
     chunks = [event for _, event in events[:-1]]
     assert chunks[0]["choices"][0]["delta"]["role"] == "assistant"
@@ -221,9 +216,9 @@ def test_a_streamed_session_answer_streams_as_it_is_generated(tiny):
     assert chunks[-1].model_extra["arc"]["session"] == session["id"]
 
 
-def test_a_command_served_mid_stream_never_reaches_the_client(tiny):
-    _, session = call(tiny.base, "POST", "/v1/arc/sessions", {"budgets": {"recalls_per_step": 1}})
-    client, model = client_for(tiny)
+def test_a_command_served_mid_stream_never_reaches_the_client(arc_server):
+    _, session = call(arc_server.base, "POST", "/v1/arc/sessions", {"budgets": {"recalls_per_step": 1}})
+    client, model = client_for(arc_server)
     body = "status line\n" * 300
     turn, signature = tool_turn(0, body)
     messages = [{"role": "user", "content": "Read the log."}] + turn
@@ -231,7 +226,7 @@ def test_a_command_served_mid_stream_never_reaches_the_client(tiny):
     # The model is made to say a line, then a command (structured outputs), at every call: the
     # first call's command is served inside the server and the model generates again; the
     # second is the step's last (r = 1), so its text, command line included, is the answer.
-    events = stream_events(tiny.base, {
+    events = stream_events(arc_server.base, {
         "model": model, "max_tokens": 40, "stream": True, "messages": messages,
         "structured_outputs": {"regex": f"Checking\\.\\n_recall §{oid}\\n"},
         "vllm_xargs": {"arc_session": session["id"]}})
@@ -241,12 +236,12 @@ def test_a_command_served_mid_stream_never_reaches_the_client(tiny):
     assert streamed_text(events) == f"Checking.\nChecking.\n_recall §{oid}\n"
     # ARC's own tool calls never reach the client either: the model is made to call _recall
     # (offered once ARC has acted, so the conversation is made long enough to compact).
-    _, session = call(tiny.base, "POST", "/v1/arc/sessions", {"budgets": {"recalls_per_step": 1}})
+    _, session = call(arc_server.base, "POST", "/v1/arc/sessions", {"budgets": {"recalls_per_step": 1}})
     for index in range(1, 8):
         messages += tool_turn(index, f"status line {index}\n" * 300)[0]
     tools = [{"type": "function", "function": {"name": "cat", "parameters": {
         "type": "object", "properties": {"path": {"type": "string"}}}}}]
-    events = stream_events(tiny.base, {
+    events = stream_events(arc_server.base, {
         "model": model, "max_tokens": 40, "stream": True, "messages": messages, "tools": tools,
         "tool_choice": {"type": "function", "function": {"name": "_recall"}},
         "vllm_xargs": {"arc_session": session["id"]}})
@@ -257,13 +252,13 @@ def test_a_command_served_mid_stream_never_reaches_the_client(tiny):
     assert chunks[-1]["choices"][0]["finish_reason"] in ("stop", "length")
 
 
-def test_a_streamed_request_that_fails_before_its_first_event_gets_an_http_error(tiny):
-    client, model = client_for(tiny)
+def test_a_streamed_request_that_fails_before_its_first_event_gets_an_http_error(arc_server):
+    client, model = client_for(arc_server)
     with pytest.raises(NotFoundError):
         list(client.chat.completions.create(model=model, max_tokens=2, stream=True,
                                             messages=[{"role": "user", "content": "x"}],
                                             extra_body={"vllm_xargs": {"arc_session": "sess_nope"}}))
-    _, session = call(tiny.base, "POST", "/v1/arc/sessions")
+    _, session = call(arc_server.base, "POST", "/v1/arc/sessions")
     with pytest.raises(BadRequestError, match="messages"):
         list(client.chat.completions.create(model=model, max_tokens=2, stream=True,
                                             messages=[{"role": "robot", "content": "x"}],
@@ -342,9 +337,9 @@ def ids_that_name_no_session(server, real: str):
     assert call(server.base, "GET", f"/v1/arc/sessions/{real}/view")[0] == 200
 
 
-def test_ids_that_name_no_session_get_404_without_a_store(tiny):
-    _, session = call(tiny.base, "POST", "/v1/arc/sessions")
-    ids_that_name_no_session(tiny, session["id"])
+def test_ids_that_name_no_session_get_404_without_a_store(arc_server):
+    _, session = call(arc_server.base, "POST", "/v1/arc/sessions")
+    ids_that_name_no_session(arc_server, session["id"])
 
 
 def test_in_server_recall_loop_with_the_embedded_model(tmp_path, smol):
@@ -380,7 +375,7 @@ def test_in_server_recall_loop_with_the_embedded_model(tmp_path, smol):
         server.stop()
 
 
-def test_openai_backend_drives_an_episode_through_the_server(tiny, smol):
+def test_openai_backend_drives_an_episode_through_the_server(arc_server, smol):
     """The benchmark's HTTP backend against the served engine: actions held to the task's
     commands by structured outputs over HTTP, usage (with cached tokens) recorded per call."""
     import re
@@ -391,7 +386,7 @@ def test_openai_backend_drives_an_episode_through_the_server(tiny, smol):
     from arc_vllm.evaluation.niah import make_task
     from arc_vllm.policies import SlidingWindow
 
-    backend = OpenAIBackend(tiny.base + "/v1")
+    backend = OpenAIBackend(arc_server.base + "/v1")
     task = make_task(42, 1)
     policy = SlidingWindow(smol, 3000, task=task.prompt)
     agent = model_agent(backend, 64, task, policy)
@@ -406,13 +401,13 @@ def test_openai_backend_drives_an_episode_through_the_server(tiny, smol):
 
 
 
-def test_native_tool_calls_keep_their_structure_and_the_count_is_the_engines(tiny):
+def test_native_tool_calls_keep_their_structure_and_the_count_is_the_engines(arc_server):
     """A function-calling client: the view keeps assistant tool_calls and role-tool results
     (a cited observation is a tool message holding its stub), the tools the template
     renders are counted, and the engine's prompt_tokens equal ARC's view_tokens exactly,
     before and after compactions."""
-    client, model = client_for(tiny)
-    _, session = call(tiny.base, "POST", "/v1/arc/sessions")
+    client, model = client_for(arc_server)
+    _, session = call(arc_server.base, "POST", "/v1/arc/sessions")
     messages = [{"role": "system", "content": "You are an agent. " + "Be careful. " * 200},
                 {"role": "user", "content": "Read every log."}]
     compactions, stubbed = 0, False
@@ -439,11 +434,11 @@ def test_native_tool_calls_keep_their_structure_and_the_count_is_the_engines(tin
     assert compactions >= 1 and stubbed
 
 
-def test_a_conversation_that_fits_is_never_cited(tiny):
+def test_a_conversation_that_fits_is_never_cited(arc_server):
     """372 of 3,584 tokens used, then a 400-line tool result (about 2,000 tokens): it fits,
     so the model sees it in full, not as a stub it must recall."""
-    client, model = client_for(tiny)
-    _, session = call(tiny.base, "POST", "/v1/arc/sessions")
+    client, model = client_for(arc_server)
+    _, session = call(arc_server.base, "POST", "/v1/arc/sessions")
     messages = [{"role": "user", "content": "Find the failing test."}]
     body = "".join(f"test_{n} passed\n" for n in range(400))
     turn, _ = tool_turn(1, body)
@@ -456,9 +451,9 @@ def test_a_conversation_that_fits_is_never_cited(tiny):
     assert [m["content"] for m in view if m["role"] == "tool"] == [body]
 
 
-def test_a_long_task_prefix_is_accepted_and_one_too_long_is_refused_clearly(tiny):
-    client, model = client_for(tiny)
-    _, session = call(tiny.base, "POST", "/v1/arc/sessions")
+def test_a_long_task_prefix_is_accepted_and_one_too_long_is_refused_clearly(arc_server):
+    client, model = client_for(arc_server)
+    _, session = call(arc_server.base, "POST", "/v1/arc/sessions")
     # About 1,000 tokens of system prompt and task: over the old fixed B (286 at 4k).
     messages = [{"role": "system", "content": "Rules. " + "Always run the tests. " * 150},
                 {"role": "user", "content": "Fix the bug. " * 60}]
@@ -466,17 +461,17 @@ def test_a_long_task_prefix_is_accepted_and_one_too_long_is_refused_clearly(tiny
         model=model, messages=messages, max_tokens=4,
         extra_body={"vllm_xargs": {"arc_session": session["id"]}})
     assert response.model_extra["arc"]["prefix_tokens"] > 1000
-    _, other = call(tiny.base, "POST", "/v1/arc/sessions")
+    _, other = call(arc_server.base, "POST", "/v1/arc/sessions")
     with pytest.raises(BadRequestError) as refused:
         client.chat.completions.create(
             model=model, messages=[{"role": "user", "content": "word " * 3000}], max_tokens=4,
             extra_body={"vllm_xargs": {"arc_session": other["id"]}})
     message = str(refused.value)
     assert "task prefix F" in message and "L = 3584" in message and "at least" in message
-    assert call(tiny.base, "GET", f"/v1/arc/sessions/{other['id']}")[1]["observations"] == 0
+    assert call(arc_server.base, "GET", f"/v1/arc/sessions/{other['id']}")[1]["observations"] == 0
 
 
-def test_a_prefix_at_the_stated_maximum_is_served_past_compactions(tiny):
+def test_a_prefix_at_the_stated_maximum_is_served_past_compactions(arc_server):
     """Refuse only what cannot fit: a function-calling client whose task prefix is within a
     few tokens of the maximum the refusal states is served past several compactions (its
     recall chunks and catalog pages shrunk to the room left; ARC's tools are not offered
@@ -484,9 +479,9 @@ def test_a_prefix_at_the_stated_maximum_is_served_past_compactions(tiny):
     and every observation back exactly."""
     import re
 
-    client, model = client_for(tiny)
-    _, probe = call(tiny.base, "POST", "/v1/arc/sessions")
-    status, refused = call(tiny.base, "POST", "/v1/chat/completions", {
+    client, model = client_for(arc_server)
+    _, probe = call(arc_server.base, "POST", "/v1/arc/sessions")
+    status, refused = call(arc_server.base, "POST", "/v1/chat/completions", {
         "model": model, "messages": [{"role": "user", "content": "word " * 4000}],
         "max_tokens": 4, "tools": TOOLS, "vllm_xargs": {"arc_session": probe["id"]}})
     assert status == 400
@@ -501,7 +496,7 @@ def test_a_prefix_at_the_stated_maximum_is_served_past_compactions(tiny):
 
     size = request(1000, [], probe["id"]).model_extra["arc"]["prefix_tokens"]
     words = 1000 + limit - size - 4
-    _, session = call(tiny.base, "POST", "/v1/arc/sessions")
+    _, session = call(arc_server.base, "POST", "/v1/arc/sessions")
     turns, bodies, compactions = [], {}, 0
     for index in range(8):
         body = "".join(f"log {index} line {n}: ok\n" for n in range(30 + 25 * index))
@@ -515,7 +510,7 @@ def test_a_prefix_at_the_stated_maximum_is_served_past_compactions(tiny):
         turns.append({"role": "assistant", "content": "ok"})
     assert compactions >= 2
     for id, body in bodies.items():
-        status, raw = call(tiny.base, "GET", f"/v1/arc/sessions/{session['id']}/observations/{id}")
+        status, raw = call(arc_server.base, "GET", f"/v1/arc/sessions/{session['id']}/observations/{id}")
         assert status == 200 and raw.decode() == body
 
 
@@ -572,20 +567,20 @@ def drive(send, turns: int, tag: str) -> list[dict]:
     return arcs
 
 
-def test_clients_that_name_no_session_stay_within_the_window_past_many_compactions(tiny):
+def test_clients_that_name_no_session_stay_within_the_window_past_many_compactions(arc_server):
     """The unmodified OpenAI client and litellm, sending only messages: ARC keeps each
     conversation in a session of its own, within budget, and every observation comes back
     exactly through the session the responses name."""
     import litellm
 
-    client, model = client_for(tiny)
+    client, model = client_for(arc_server)
 
     def by_openai(messages):
         reply = client.chat.completions.create(model=model, max_tokens=4, messages=messages)
         return reply.choices[0].message.content, reply.model_extra["arc"]
 
     def by_litellm(messages):
-        reply = litellm.completion(model=f"openai/{model}", api_base=tiny.base + "/v1", api_key="none",
+        reply = litellm.completion(model=f"openai/{model}", api_base=arc_server.base + "/v1", api_key="none",
                                    max_tokens=4, messages=messages)
         return reply.choices[0].message.content, None
 
@@ -597,24 +592,24 @@ def test_clients_that_name_no_session_stay_within_the_window_past_many_compactio
     for index in range(12):
         body = f"openai log {index}: status {index * 37 % 91}\n" * 60
         _, signature = tool_turn(index, body)
-        status, stored = call(tiny.base, "GET", f"/v1/arc/sessions/{sid}/observations/{visible_id(signature, body)}")
+        status, stored = call(arc_server.base, "GET", f"/v1/arc/sessions/{sid}/observations/{visible_id(signature, body)}")
         assert status == 200 and stored.decode() == body
     drive(by_litellm, 12, "litellm")
-    sessions = call(tiny.base, "GET", "/v1/arc/sessions")[1]["sessions"]
+    sessions = call(arc_server.base, "GET", "/v1/arc/sessions")[1]["sessions"]
     [mine] = [row for row in sessions if row["implicit"] and row["requests"] == 12 and row["id"] != sid
               and row["observations"] == 12]
     assert mine["compactions"] >= 2
 
 
-def test_interleaved_conversations_and_callers_never_mix(tiny):
+def test_interleaved_conversations_and_callers_never_mix(arc_server):
     """Two conversations and two callers with byte-identical messages, their requests
     interleaved at random (hypothesis): each (caller, conversation) keeps one session of its
     own, holding only its own observations."""
     from hypothesis import given, settings
     from hypothesis import strategies as st
 
-    _, model = client_for(tiny)
-    clients = {key: OpenAI(base_url=tiny.base + "/v1", api_key=key, max_retries=0) for key in ("k1", "k2")}
+    _, model = client_for(arc_server)
+    clients = {key: OpenAI(base_url=arc_server.base + "/v1", api_key=key, max_retries=0) for key in ("k1", "k2")}
 
     @settings(max_examples=3, deadline=None)
     @given(st.permutations([(key, tag) for key in clients for tag in ("a", "b") for _ in range(3)]),

@@ -10,9 +10,10 @@ import pytest
 from vllm.entrypoints.generate.base.protocol import FunctionCall, ToolCall
 
 from arc_vllm.core.errors import is_context_length_error
-from arc_vllm.serving.chat import EngineError, complete
-from arc_vllm.serving.chat_engine import ChatEngine
-from arc_vllm.serving.session_manager import SessionError, SessionManager
+from arc_vllm.serving.step.chat import complete
+from arc_vllm.serving.errors import EngineError, SessionError
+from arc_vllm.serving.step.engine import ChatEngine
+from arc_vllm.serving.sessions.manager import SessionManager
 from tests.helpers.fake_engine import FakeEngine, Refusal, conversation
 
 
@@ -164,3 +165,30 @@ def test_the_arc_object_and_the_session_record_give_each_figure_one_name(smol):
     assert shared <= set(arc) and {name: arc[name] for name in shared} == {name: record[name] for name in shared}
     assert record["conversation_tokens"] > 0 and record["prefix_cached_tokens"] == 64 == arc["prefix_cached_tokens"]
     assert "prompt_tokens_before_compaction" not in arc and "cached_prompt_tokens" not in arc
+
+
+def test_a_validation_error_reads_the_same_on_every_api():
+    """One format for a request model's validation errors (``errors.validation_message``): the
+    field as the client writes it, its index as the client numbers its items, on chat
+    completions (vLLM's request model, only the new messages checked) and on the Anthropic and
+    Responses adapters alike."""
+    from vllm.entrypoints.anthropic.protocol import AnthropicMessagesRequest
+    from vllm.entrypoints.openai.responses.protocol import ResponsesRequest
+
+    from arc_vllm.serving.apis import parsed
+    from arc_vllm.serving.step.engine import ChatEngine
+
+    bad = {"role": "user", "content": 7}
+    messages = [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}, bad]
+    errors = []
+    for check in (lambda: ChatEngine().request({"model": "m", "messages": messages[2:]}, first_message=2),
+                  lambda: parsed(AnthropicMessagesRequest, {"model": "m", "max_tokens": 1, "messages": messages[2:]},
+                                 first_item=2),
+                  lambda: parsed(ResponsesRequest, {"model": "m", "input": [{"type": "message", "role": "user",
+                                                                          "content": 7}]}, first_item=2)):
+        with pytest.raises(SessionError) as refused:
+            check()
+        errors.append(str(refused.value))
+    head = [error.split(":")[0] for error in errors]
+    assert head[0].startswith("messages[2]") and head[1].startswith("messages[2]") and head[2].startswith("input[2]"), errors
+    assert all(error.count(";") <= 2 for error in errors)  # at most three problems named

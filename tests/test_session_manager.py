@@ -1,4 +1,4 @@
-"""Sessions end (``serving/session_manager.py``): an idle TTL and an in-memory cap. With a
+"""Sessions end (``serving/sessions/manager.py``): an idle TTL and an in-memory cap. With a
 store folder an ended session is unloaded and its next request reloads it exactly (the same
 view, every observation); without one it is gone and answers 410. A session serving a
 request is never ended under it. The embedded model's tokenizer; served in
@@ -12,7 +12,9 @@ import time
 
 import pytest
 
-from arc_vllm.serving.session_manager import SessionError, SessionManager
+from arc_vllm.serving.sessions.folder import storage_for
+from arc_vllm.serving.sessions.manager import SessionManager
+from arc_vllm.serving.errors import SessionError
 
 
 def conversation(count: int) -> list[dict]:
@@ -27,7 +29,7 @@ def conversation(count: int) -> list[dict]:
 def test_an_idle_session_without_a_store_ends_and_answers_410(smol):
     manager = SessionManager(smol, 4096, {}, ttl_s=60)
     idle, busy = manager.create(), manager.create()
-    later = time.monotonic() + 61
+    later = time.time() + 61
 
     async def hold():
         async with manager.using(busy.id):
@@ -46,7 +48,7 @@ def test_an_idle_session_without_a_store_ends_and_answers_410(smol):
 def test_by_default_implicit_sessions_end_after_a_day_and_explicit_ones_do_not(smol):
     manager = SessionManager(smol, 4096, {})
     explicit, implicit = manager.create(), manager.create(caller="someone")
-    manager.sweep(now=time.monotonic() + 86401)
+    manager.sweep(now=time.time() + 86401)
     assert explicit.id in manager.sessions and implicit.id not in manager.sessions
     with pytest.raises(SessionError, match="86400 s"):
         manager.get(implicit.id)
@@ -63,13 +65,13 @@ def test_the_cap_ends_the_least_recently_used(smol):
 
 
 def test_a_durable_session_is_unloaded_and_reloaded_exactly(smol, tmp_path):
-    manager = SessionManager(smol, 4096, {"context_window": 2048}, str(tmp_path), ttl_s=60, max_sessions=2)
+    manager = SessionManager(smol, 4096, {"context_window": 2048}, storage_for(str(tmp_path)), ttl_s=60, max_sessions=2)
     session = manager.create({"context_window": 2048, "max_tokens": 256})
     session.take_in(conversation(12), None)
     before = session.context.render()
     bodies = {id: session.store.get(id).content for id in session.store.ids()}
     assert before.compacted
-    manager.sweep(now=time.monotonic() + 61)
+    manager.sweep(now=time.time() + 61)
     assert session.id not in manager.sessions and manager.num_unloaded == 1
     again = manager.get(session.id)  # reloaded from its folder
     assert again is not session and manager.num_unloaded == 0
@@ -91,7 +93,7 @@ def test_implicit_sessions_are_found_by_conversation_and_forgotten_when_they_end
     longer = messages + [{"role": "user", "content": "and the next?"}]
     assert route(manager, longer, "caller-a").id == routed.id
     assert route(manager, longer, "caller-b").id != routed.id
-    manager.sweep(now=time.monotonic() + 61)
+    manager.sweep(now=time.time() + 61)
     assert route(manager, longer, "caller-a").id not in (routed.id, None)  # a new one
 
 
@@ -109,11 +111,11 @@ def test_bad_limits_are_refused():
 def test_requests_are_recorded_and_survive_an_unload(smol, tmp_path):
     import asyncio
 
-    from arc_vllm.serving.chat import complete
-    from arc_vllm.serving.chat_engine import ChatEngine
+    from arc_vllm.serving.step.chat import complete
+    from arc_vllm.serving.step.engine import ChatEngine
     from tests.helpers.fake_engine import FakeEngine
 
-    manager = SessionManager(smol, 4096, {}, str(tmp_path), ttl_s=60)
+    manager = SessionManager(smol, 4096, {}, storage_for(str(tmp_path)), ttl_s=60)
     session = manager.create({"context_window": 2048, "max_tokens": 256})
     messages = conversation(4)
     for count in (4, 8, 16):
@@ -129,14 +131,14 @@ def test_requests_are_recorded_and_survive_an_unload(smol, tmp_path):
                                "engine_calls", "arc_ms", "engine_ms"}
     listed = {row["id"]: row for row in manager.listing()}
     assert listed[session.id]["in_memory"] and listed[session.id]["requests"] == 3
-    manager.sweep(now=time.monotonic() + 61)
+    manager.sweep(now=time.time() + 61)
     listed = {row["id"]: row for row in manager.listing()}
     assert not listed[session.id]["in_memory"] and listed[session.id]["observations"] == 16
     assert list(manager.get(session.id).records) == records  # kept with the session
 
 
 def test_records_are_bounded(smol):
-    from arc_vllm.serving.sessions import MAX_RECORDS
+    from arc_vllm.serving.sessions.session import MAX_RECORDS
 
     session = SessionManager(smol, 4096, {}).create()
     for index in range(MAX_RECORDS + 5):
@@ -148,10 +150,10 @@ def test_the_conversation_index_is_bounded_also_for_durable_sessions(smol, tmp_p
     """A durable implicit session stays indexed when it is unloaded (its conversation reloads
     it), so the index is bounded by count: the least recently used conversation is forgotten,
     its session still there by id."""
-    from arc_vllm.serving.conversation_index import ConversationIndex
+    from arc_vllm.serving.sessions.conversation_index import ConversationIndex
 
-    manager = SessionManager(smol, 4096, {}, str(tmp_path), max_sessions=2)
-    manager.implicit = ConversationIndex(max_sessions=3)
+    manager = SessionManager(smol, 4096, {}, storage_for(str(tmp_path)), max_sessions=2)
+    manager.storage.index = ConversationIndex(max_sessions=3)
     ids = []
     for index in range(6):
         messages = [{"role": "user", "content": f"conversation {index}"}]
@@ -159,7 +161,7 @@ def test_the_conversation_index_is_bounded_also_for_durable_sessions(smol, tmp_p
         manager.get(routed.id).take_in(messages, None)
         asyncio.run(manager.remember(manager.get(routed.id), routed))
         ids.append(routed.id)
-    assert len(manager.implicit) == 3 and len(manager.sessions) <= 2
+    assert len(manager.storage.index) == 3 and len(manager.sessions) <= 2
     assert route(manager, [{"role": "user", "content": "conversation 5"}], "caller").id == ids[5]
     assert route(manager, [{"role": "user", "content": "conversation 0"}], "caller").id not in ids
     assert manager.get(ids[0]).num_requests == 1  # forgotten by its conversation, not by its id
@@ -168,25 +170,25 @@ def test_the_conversation_index_is_bounded_also_for_durable_sessions(smol, tmp_p
 def test_store_retention_removes_unused_sessions_from_disk_and_they_answer_410(smol, tmp_path):
     import os
 
-    manager = SessionManager(smol, 4096, {}, str(tmp_path), store_retention_s=100)
+    manager = SessionManager(smol, 4096, {}, storage_for(str(tmp_path)), store_retention_s=100)
     old, recent = manager.create(), manager.create()
     old.take_in([{"role": "user", "content": "task"}, {"role": "assistant", "content": "ls"},
                  {"role": "user", "content": "a.py\n" * 500}], None)
     stale = time.time() - 101
     os.utime(tmp_path / old.id / "session.json", (stale, stale))
-    manager.sweep(now=time.monotonic() + 60)  # a retention pass is due (every 60 s at most)
+    manager.sweep(now=time.time() + 60)  # a retention pass is due (every 60 s at most)
     assert not (tmp_path / old.id).exists() and (tmp_path / recent.id).exists()
     assert manager.store_bytes > 0 and old.id not in {row["id"] for row in manager.listing()}
     with pytest.raises(SessionError) as removed:
         manager.get(old.id)
     assert removed.value.status == 410 and "--arc-store-retention" in str(removed.value)
     with pytest.raises(ValueError, match="--arc-store-retention"):
-        SessionManager(smol, 4096, {}, None, store_retention_s=100)
+        SessionManager(smol, 4096, {}, storage_for(None), store_retention_s=100)
 
 
 @pytest.mark.parametrize("durable", [False, True])
 def test_a_session_id_is_checked_before_it_touches_the_disk(smol, tmp_path, durable):
-    manager = SessionManager(smol, 4096, {}, str(tmp_path) if durable else None)
+    manager = SessionManager(smol, 4096, {}, storage_for(str(tmp_path) if durable else None))
     real = manager.create()
     (tmp_path / "sess_elsewhere").mkdir()
     (tmp_path / "sess_elsewhere" / "session.json").write_text("{}")  # not an id ARC gives
@@ -196,8 +198,7 @@ def test_a_session_id_is_checked_before_it_touches_the_disk(smol, tmp_path, dura
             manager.get(bad)
         assert refused.value.status == 404 and len(str(refused.value)) < 300
         if durable:
-            with pytest.raises(SessionError):
-                manager.folder_of(bad)
+            assert manager.storage.place(bad) is None  # no path is ever made of it
     assert manager.get(real.id) is real
 
 
@@ -208,9 +209,9 @@ def test_a_session_reloads_from_its_state_by_name_with_every_field_back(smol, tm
     missing) loads with that field's default."""
     import json
 
-    from arc_vllm.serving.sessions import Session
+    from arc_vllm.serving.sessions.session import Session
 
-    manager = SessionManager(smol, 4096, {"context_window": 2048}, str(tmp_path))
+    manager = SessionManager(smol, 4096, {"context_window": 2048}, storage_for(str(tmp_path)))
     session = manager.create({"context_window": 2048, "max_tokens": 256}, caller="scope", client_id="cli-1")
     session.tenant, session.user, session.num_handoffs, session.handoff_tokens = "t", "u", 2, 300
     session.last_answer = {"role": "assistant", "content": "done"}
@@ -220,11 +221,37 @@ def test_a_session_reloads_from_its_state_by_name_with_every_field_back(smol, tm
     session.take_in(conversation(3), None)
     state = json.loads(json.dumps(session.state()))
     session.close()
-    again = Session.from_state(state, smol, session.folder)
+    again = Session.from_state(state, smol, session.storage)
     assert json.loads(json.dumps(again.state())) == state
     assert (again.tenant, again.user, again.client_id, again.num_rebases, again.num_handoffs) == ("t", "u", "cli-1", 1, 2)
     older = {key: value for key, value in state.items() if key not in ("user", "num_handoffs", "handoff_tokens")}
     again.close()
-    aged = Session.from_state(older, smol, session.folder)
+    aged = Session.from_state(older, smol, session.storage)
     assert (aged.user, aged.num_handoffs, aged.handoff_tokens) == (None, 0, 0) and aged.records
     aged.close()
+
+
+def test_a_session_stored_by_the_code_before_its_state_was_declared_once_loads(smol, tmp_path):
+    """``tests/fixtures/stored_sessions/sess_865089139700093d90eccf86`` (written at e99697a):
+    loaded through the folder storage, every field is back by name, the view is the one it
+    rendered then, and the session goes on."""
+    import json
+    import shutil
+    from pathlib import Path
+
+    fixture = Path(__file__).parent / "fixtures" / "stored_sessions" / "sess_865089139700093d90eccf86"
+    shutil.copytree(fixture, tmp_path / fixture.name)
+    expected = json.loads((fixture / "expected_view.json").read_text())
+    manager = SessionManager(smol, 4096, {}, storage_for(str(tmp_path)))
+    session = manager.get(fixture.name)
+    assert (session.caller, session.client_id, session.tenant, session.user) == (
+        "scope-" + "c" * 34, "thread-1", "tenant-a", "user-1")
+    assert session.last_answer == {"role": "assistant", "content": "done"} and len(session.records) == 10
+    assert session.context.native and session.context.num_compactions > 0
+    assert session.context.current_view().messages == expected["messages"]
+    assert session.context.render().tokens == expected["tokens"]
+    session.context.observe("cat(next)", "more\n" * 50)
+    assert session.context.render().tokens <= session.config.input_budget_tokens
+    session.save()
+    saved = json.loads((tmp_path / fixture.name / "session.json").read_text())
+    assert saved["num_requests"] == session.num_requests and saved["last_used"] == session.last_used

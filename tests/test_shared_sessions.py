@@ -16,7 +16,8 @@ from openai import OpenAI
 
 from arc_vllm.model_prep import prepare_tiny
 from arc_vllm.serving.local import Server
-from arc_vllm.serving.session_manager import SessionManager
+from arc_vllm.serving.sessions.folder import storage_for
+from arc_vllm.serving.sessions.manager import SessionManager
 from tests.helpers.agent_steps import step
 from tests.helpers.api_calls import call, log
 
@@ -28,12 +29,12 @@ def turn(index: int) -> list[dict]:
 
 def test_shared_sessions_need_a_store_folder(smol):
     with pytest.raises(ValueError, match="--arc-store-dir"):
-        SessionManager(smol, 4096, {}, None, shared=True)
+        SessionManager(smol, 4096, {}, storage_for(None, shared=True))
 
 
 def test_two_managers_take_a_session_over_in_turn_and_never_at_once(smol, tmp_path):
-    first = SessionManager(smol, 4096, {}, str(tmp_path), shared=True, lock_timeout_s=5)
-    second = SessionManager(smol, 4096, {}, str(tmp_path), shared=True, lock_timeout_s=5)
+    first = SessionManager(smol, 4096, {}, storage_for(str(tmp_path), shared=True, lock_timeout_s=5))
+    second = SessionManager(smol, 4096, {}, storage_for(str(tmp_path), shared=True, lock_timeout_s=5))
     session_id = first.create().id
     messages = [{"role": "system", "content": "Agent."}, {"role": "user", "content": "Find it."}]
     views = []
@@ -64,7 +65,7 @@ def test_two_managers_take_a_session_over_in_turn_and_never_at_once(smol, tmp_pa
     for earlier, later in zip(views, views[1:]):
         assert later[:len(earlier)] == earlier
     assert order in (["a in", "a out", "b in", "b out"], ["b in", "b out", "a in", "a out"])
-    reopened = SessionManager(smol, 4096, {}, str(tmp_path))  # one owner again, e.g. a restart
+    reopened = SessionManager(smol, 4096, {}, storage_for(str(tmp_path)))  # one owner again, e.g. a restart
     session = reopened.get(session_id)
     assert session.num_requests == 6 and len(session.store) == 6
     assert session.context.render().messages == views[-1]
@@ -143,7 +144,7 @@ def test_processes_sharing_a_store_route_one_conversation_to_one_session(smol, t
     conversation sent at once to two managers (two API processes), each in its own thread and
     event loop, all reach one session; after they end, the conversation's next step finds it
     from either process, and another caller's does not."""
-    managers = [SessionManager(smol, 4096, {}, str(tmp_path), shared=True, lock_timeout_s=30) for _ in range(2)]
+    managers = [SessionManager(smol, 4096, {}, storage_for(str(tmp_path), shared=True, lock_timeout_s=30)) for _ in range(2)]
     messages = [{"role": "user", "content": "Fix the build."}]
     routed = []
 

@@ -1,4 +1,4 @@
-"""Streaming ARC answers hold back only what may be an ARC command (``serving/stream_filter.py``).
+"""Streaming ARC answers hold back only what may be an ARC command (``serving/step/stream_filter.py``).
 
 Over many random outputs split into random deltas (hypothesis): an output with no command is
 released whole and in order, whatever the split; one with a command never shows the command
@@ -12,7 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from arc_vllm.core.commands import parse_commands
-from arc_vllm.serving.stream_filter import HeldBack, may_become_command
+from arc_vllm.serving.step.stream_filter import HeldBack, may_become_command
 
 LINES = st.sampled_from(["Let me look.", "the answer is 42", "_recall §1f3a9c0d", "`_recall §abc 2`",
                          "_catalog next", "  _recall_meta §0a", "_recall", "_rec", "_recalled it",

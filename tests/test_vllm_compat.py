@@ -73,3 +73,39 @@ def test_an_engine_attribute_that_is_gone_is_named_with_the_version():
     with pytest.raises(RuntimeError, match=rf"vLLM {vllm_compat.version()} has no Scheduler.connector "
                                            r"\(reading connector for the engine's KV connector\)"):
         vllm_compat.reach(scheduler, "connector", "the engine's KV connector")
+
+
+HANDLER_CLASSES = {"openai_serving_chat": "vllm.entrypoints.openai.chat_completion.serving.OpenAIServingChat",
+                   "anthropic_serving_messages": "vllm.entrypoints.anthropic.serving.AnthropicServingMessages",
+                   "openai_serving_responses": "vllm.entrypoints.openai.responses.serving.OpenAIServingResponses"}
+
+
+def test_every_handler_attribute_arc_reads_is_checked_at_start_and_vllm_has_it():
+    """Every ``handler.<name>`` ARC's adapters and engine read of vLLM's live handlers (private
+    ones too) is in ``HANDLER_ATTRIBUTES``, and this vLLM's class has it (a method or class
+    attribute, or one its ``__init__`` chain sets), so ``check_handlers`` passes here and would
+    name a rename at start."""
+    import inspect
+    import re
+    from pathlib import Path
+
+    read = set()
+    for path in (Path(vllm_compat.__file__).parent / "serving").rglob("*.py"):
+        read |= set(re.findall(r"\bhandler\.([A-Za-z_]\w*)", path.read_text()))
+        read |= set(re.findall(r"\bself\.serving\.([A-Za-z_]\w*)", path.read_text()))
+    checked = {name for attributes in vllm_compat.HANDLER_ATTRIBUTES.values() for name in attributes}
+    assert read and read <= checked, sorted(read - checked)
+    for state_name, attributes in vllm_compat.HANDLER_ATTRIBUTES.items():
+        cls = vllm_compat.owner_of(HANDLER_CLASSES[state_name])
+        sources = "".join(inspect.getsource(base) for base in cls.__mro__ if base.__module__.startswith("vllm"))
+        for attribute in attributes:
+            assert hasattr(cls, attribute) or re.search(rf"self\.{attribute}\s*[:=]", sources), (state_name, attribute)
+
+
+def test_a_handler_without_an_attribute_arc_reads_stops_the_server_at_start():
+    from types import SimpleNamespace
+
+    state = SimpleNamespace(anthropic_serving_messages=SimpleNamespace(_get_disabled_thinking_effort=None))
+    with pytest.raises(RuntimeError, match=r"anthropic_serving_messages\._merge_inline_system"):
+        vllm_compat.check_handlers(state)
+    vllm_compat.check_handlers(SimpleNamespace())  # a handler vLLM did not build is not read

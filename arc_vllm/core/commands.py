@@ -15,7 +15,7 @@ a usage hint, never passed on to the environment. Tool observations are never pa
 
 The command set is written here once (``COMMANDS``); everything else derives from it: the usage
 hint, the constrained-decoding pattern of a model agent (``ACTION_REGEX``), ARC's tools on the
-server (``serving/tools.py``), the streaming filter's command words and the texts ARC shows
+server (``serving/step/tools.py``), the streaming filter's command words and the texts ARC shows
 (``core/formats.py``).
 """
 
@@ -101,7 +101,7 @@ ACTION_REGEX = "|".join(spec.action_regex for spec in COMMANDS)
 def command_of(word: str, arguments: dict, text: str) -> Command:
     """The command ``word`` names with ``arguments`` (``id``, ``chunk``, ``page``): the one check
     of a command's values, for a line of text (``parse_line``) and a tool call
-    (``serving/tools.py``) alike; an ``InvalidCommand`` of ``text`` that says what is wrong."""
+    (``serving/step/tools.py``) alike; an ``InvalidCommand`` of ``text`` that says what is wrong."""
     def count(value) -> bool:  # a chunk or page number: 1, 2, ...
         return isinstance(value, int) and not isinstance(value, bool) and value >= 1
 

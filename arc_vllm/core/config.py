@@ -51,7 +51,7 @@ MINIMUM_HANDOFF_TOKENS = 256
 SHORT_HEAD_TOKENS = 24
 
 
-# G_max where a window is given (``for_window``: the server, the CLI, the benchmarks).
+# G_max, one default everywhere (the field's, ``for_window``'s: the server, the CLI, the benchmarks).
 DEFAULT_MAX_TOKENS = 512
 
 
@@ -70,7 +70,7 @@ WINDOW_DERIVED = (*WINDOW_SHARES, "recall_chunk_tokens", "stub_max_tokens", "han
 @dataclass(frozen=True)
 class ArcConfig:
     context_window: int = 16384
-    max_tokens: int = option(1024, "G_max: the least room ARC keeps free for each answer; a request's "
+    max_tokens: int = option(DEFAULT_MAX_TOKENS, "G_max: the least room ARC keeps free for each answer; a request's "
                                    "own max_tokens is granted as vLLM grants it")
     summary_budget_tokens: int = 4096
     recent_budget_tokens: int = 4096
@@ -224,9 +224,7 @@ class ArcConfig:
         for spec in fields(ArcConfig):
             if "help" not in spec.metadata:
                 continue
-            if spec.name == "max_tokens":
-                unset = str(DEFAULT_MAX_TOKENS)
-            elif spec.name in WINDOW_DERIVED:
+            if spec.name in WINDOW_DERIVED:
                 unset = f"from the window; {getattr(example, spec.name)} at 8192 tokens"
             else:
                 unset = str(spec.default)

@@ -91,7 +91,7 @@ class ArcContext:
         self.set_tools(tools)
         self.turns: list[Turn] = []
         # The conversation has native tool calls: its user messages are the human's (set by
-        # its owner, ``serving/sessions.py``; ``adopt_human_turns`` when it turns so late).
+        # its owner, ``serving/sessions/session.py``; ``adopt_human_turns`` when it turns so late).
         self.native = False
         self.state = CompactionState()
         self.step = max((step for step, _ in self.store.occurrences), default=0)

@@ -19,7 +19,7 @@ stored observation reachable from it by id.
     ## The newest turns, verbatim           the last turns, observations in full where they fit
     ## Stored observations not listed above stubs (the catalog's order), then how to page on
     ## How to recall                        the commands
-    [ARC handle arc1....]                   the session's handle (``serving/compaction_handle.py``)
+    [ARC handle arc1....]                   the session's handle (``serving/compaction/handle.py``)
 
 Bounded: at most ``budget_tokens`` tokens of the serving model (the task takes at most a
 quarter of the room, the user's messages half (user-side messages an eighth), the newest

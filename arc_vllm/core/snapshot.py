@@ -11,7 +11,7 @@ left out: they are recomputed, identically, from the store.
     context = restore(config, counter, store, prefix, tools, state)
     assert context.render().messages == original.render().messages
 
-Used by ``serving.sessions`` so that a session reopened by another process (a restart, another
+Used by ``serving.sessions.session`` so that a session reopened by another process (a restart, another
 API server, another replica) continues with the same view, and so the same prefix-cached KV.
 """
 

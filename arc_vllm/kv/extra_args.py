@@ -10,7 +10,7 @@ engine-side hook and the KV-reuse connector read back. One class, so no module s
 Read by the API server only (never sent on to the engine):
 
     arc_compaction    a client marks its request a compaction turn: "plain" or "summary-tags"
-                      (the form of the answer it expects; ``serving/compaction_turns.py``)
+                      (the form of the answer it expects; ``serving/compaction/turns.py``)
 
     ArcExtraArgs(session="s1", save=False).to_dict()      # -> {"arc_session": "s1", "arc_kv_save": False}
     ArcExtraArgs.of(request.sampling_params.extra_args)   # -> ArcExtraArgs(session="s1", save=False, ...)

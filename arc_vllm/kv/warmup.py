@@ -1,6 +1,6 @@
 """Warm-up stages: send a compacted view in pieces, so the connector's claims start where
 reusable runs start. One planner, behind a "send these prompts" callable, used by the API
-server (``serving/kv_warmup.py``), the in-process backend (``VllmBackend(kv_reuse=True)``) and
+server (``serving/step/kv_warmup.py``), the in-process backend (``VllmBackend(kv_reuse=True)``) and
 ``arc-vllm bench kv-reuse``.
 
 A compaction rewrites what follows the task prefix F (the summary S, the catalog page) and

@@ -4,10 +4,10 @@ Messages, Responses): inside vLLM's middleware, so API keys and the rest still a
     request -> the session: named (``X-ARC-Session`` or ``vllm_xargs.arc_session``; the body's
                wins), continued by the API's own reference (``previous_response_id``), or, with
                implicit sessions on (``--arc-implicit-sessions``, the default), the session of
-               the client's own conversation id (``serving/conversation_keys.py``) or of its
-               conversation's fingerprints (``serving/conversation_index.py``)
+               the client's own conversation id (``serving/sessions/conversation_keys.py``) or of its
+               conversation's fingerprints (``serving/sessions/conversation_index.py``)
             -> the API's adapter translates it (``serving/apis/``) -> the ARC path
-               (``serving/chat.py``, ``serving/chat_stream.py``) -> the adapter's answer
+               (``serving/step/chat.py``, ``serving/step/stream.py``) -> the adapter's answer
 
 A request naming no session that ARC does not take (``Declined``: image content, several
 choices) is handed to vLLM's own route untouched, its body replayed; so is every request
@@ -23,18 +23,36 @@ from __future__ import annotations
 import contextlib
 import functools
 import time
+from dataclasses import dataclass
 
 from fastapi import Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import BaseRoute
 
-from arc_vllm.serving import compaction, metrics, ownership
-from arc_vllm.serving.apis import ConversationAPI, Declined, json_body
-from arc_vllm.serving.chat import EngineError, complete
-from arc_vllm.serving.chat_stream import open_stream
-from arc_vllm.serving.conversation_keys import SESSION_HEADER, conversation_of, headers_of, session_named
-from arc_vllm.serving.session_lock import SessionBusy
-from arc_vllm.serving.sessions import SessionError
+from arc_vllm.serving import metrics
+from arc_vllm.serving.compaction import ask as compaction
+from arc_vllm.serving.compaction.ask import NOTHING_CONTINUED, Continuation
+from arc_vllm.serving.sessions.manager import Routed
+from arc_vllm.serving.sessions import ownership
+from arc_vllm.serving.apis import ConversationAPI, json_body
+from arc_vllm.serving.errors import Declined, SessionError
+from arc_vllm.serving.step.chat import complete
+from arc_vllm.serving.step.stream import open_stream
+from arc_vllm.serving.sessions.conversation_keys import SESSION_HEADER, conversation_of, headers_of, session_named
+
+@dataclass(frozen=True)
+class Routing:
+    """What routing decided for one request (``ArcRoute.resolve``), passed on whole."""
+
+    sid: str                          # the session it runs on
+    implicit: bool                    # found by its conversation (a refusal may go to plain vLLM)
+    who: ownership.Who                # who asks, computed once
+    checking: ownership.Who | None    # whom the session must belong to (None: callers unchecked)
+    translation: object               # the API's request in the ARC path's form (``apis.Translation``)
+    continued: Continuation           # what it continues of a compaction
+    routed: Routed | None             # an implicit session's hold on its conversation
+    prints_of: object                 # messages -> fingerprints, past what the process has seen
+
 
 class ArcRoute(BaseRoute):
     """Matches exactly what vLLM's route matches; ARC requests are answered here, the rest are
@@ -89,6 +107,45 @@ class ArcRoute(BaseRoute):
             return await plain()
         await response(scope, replay, send)
 
+    async def resolve(self, app, body: dict, headers: dict, sid: str | None, size: int) -> Routing | None:
+        """Everything a request's routing decides, once: who asks, its translation, what it
+        continues of a compaction and the compaction it asks, and its session (named, by a
+        handle, by the API's own reference, or found by its conversation: ``routed``, whose
+        hold on the conversation ends with the request). None: a request ARC declines."""
+        api, implicit = self.api, sid is None
+        callers = ownership.callers_of(app)
+        who = callers.who(headers, body)  # who asks: a session made here is theirs
+        try:
+            if implicit and not api.carries_handle(body):
+                api.declines(body)
+            translation = await api.translate(body, app, who.caller, size)
+        except Declined:
+            return None
+        manager, handles = app.state.arc_sessions, app.state.arc_handles
+        continued = compaction.continuation(handles, translation, who.caller, sid)
+        turn = compaction.client_turn(app.state.arc_client_compaction, handles, headers, body, translation, who.caller)
+        if turn is not None:  # a client's own summary turn: ARC's, with the request's context edits
+            turn.edits = translation.ask.edits if translation.ask is not None else []
+            translation.ask = turn
+        if continued.handoff and not (continued.session in manager.sessions or manager.stored(continued.session)):
+            continued = NOTHING_CONTINUED  # a handoff of a session gone: a conversation like any
+        if implicit and continued.session is not None:
+            sid = continued.session
+        elif continued.held:
+            sid = continued.session
+        if sid is None and translation.session is not None:
+            sid = translation.session  # the API's own reference names it
+        # Each message is fingerprinted once, where it is new (``sessions/seen_conversations.py``).
+        prints_of = functools.partial(manager.seen.prints, caller=who.caller, size=size)
+        routed = None
+        if sid is None:
+            routed = await manager.for_conversation(translation.chat["messages"], who.caller,
+                                                    conversation_of(api.name, headers, body), who=who,
+                                                    prints=prints_of(translation.chat["messages"]))
+            sid = routed.id
+        return Routing(sid, routed is not None, who, who if callers.checked else None, translation, continued,
+                       routed, prints_of)
+
     async def handle_arc(self, request: Request, body: dict, headers: dict, sid,
                          received: float | None = None, size: int = 0) -> Response | None:
         app, api = request.app, self.api
@@ -96,79 +153,47 @@ class ArcRoute(BaseRoute):
             raise SessionError("vllm_xargs.arc_session: must be a session id string")
         if api.reads:
             return await self.read(request, body, sid)
-        implicit = sid is None
-        callers = ownership.callers_of(app)
-        making = callers.who(headers, body)  # who asks: a session made here is theirs
-        checking = making if callers.checked else None
-        caller = making.caller
-        try:
-            if implicit and not api.carries_handle(body):
-                api.declines(body)
-            translation = await api.translate(body, app, headers, size)
-        except Declined:
+        routing = await self.resolve(app, body, headers, sid, size)
+        if routing is None:
             return None
-        manager, handles = app.state.arc_sessions, app.state.arc_handles
-        continued = compaction.continuation(handles, translation, caller, sid)
-        turn = compaction.client_turn(app.state.arc_client_compaction, handles, headers, body, translation, caller)
-        if turn is not None:  # a client's own summary turn: ARC's, with the request's context edits
-            turn.edits = translation.ask.edits if translation.ask is not None else []
-            translation.ask = turn
-        if continued.handoff and not (continued.session in manager.sessions or manager.stored(continued.session)):
-            continued = compaction.Continuation()  # a handoff of a session gone: a conversation like any
-        if continued.session is not None and (implicit or continued.held):
-            sid, implicit = continued.session, False
-        if implicit and translation.session is not None:
-            sid, implicit = translation.session, False  # the API's own reference names it
-        routed = None
-        # Each message is fingerprinted once, where it is new (``serving/seen_conversations.py``).
-        prints_of = functools.partial(manager.seen.prints, caller=caller, size=size)
-        if implicit:
-            routed = await manager.for_conversation(translation.chat["messages"], caller,
-                                                    conversation_of(api.name, headers, body), who=making,
-                                                    prints=prints_of(translation.chat["messages"]))
-            sid = routed.id
-        engine = app.state.arc_engine
-        step = {"api": api.name, "held": continued.held, "handoff": continued.handoff, "ask": translation.ask,
-                "received": received, "prints_of": prints_of}
+        manager, translation = app.state.arc_sessions, routing.translation
         held = contextlib.AsyncExitStack()  # the session, until the answer has gone out
+        held.callback(metrics.refresh, manager)  # (callbacks run last first: this one last)
         try:
             try:
-                session = await held.enter_async_context(using(manager, sid, continued, checking))
+                session = await held.enter_async_context(using(manager, routing.sid, routing.continued,
+                                                               routing.checking))
             except BaseException:
-                await manager.remember(None, routed)  # the conversation's hold ends all the same
+                await manager.remember(None, routing.routed)  # the conversation's hold ends all the same
                 raise
             # Run before the session is let go: its index entry is written from this copy.
-            held.push_async_callback(manager.remember, session, routed)
-            compaction.check_current(continued, session)
+            held.push_async_callback(manager.remember, session, routing.routed)
+            compaction.check_current(routing.continued, session)
             api.bind(translation, session)
-            if translation.chat.get("stream"):
-                chunks = await open_stream(translation.chat, session, engine, request, **step)
-            else:
-                result = await complete(translation.chat, session, engine, request, **step)
+            step = dict(api=api.name, continued=routing.continued, ask=translation.ask, received=received,
+                        prints_of=routing.prints_of)
+            run = open_stream if translation.chat.get("stream") else complete
+            result = await run(translation.chat, session, app.state.arc_engine, request, **step)
         except Exception as exc:
             await held.aclose()
-            metrics.refresh(manager)
-            if implicit and declined(app, sid, exc):
+            if routing.implicit and declined(app, routing.sid, exc):
                 return None
             raise
+        # The session by name, so a client whose session was implicit may pin it from now on.
+        named = {"X-ARC-Session": session.id}
         if not translation.chat.get("stream"):
             await held.aclose()
-            metrics.refresh(manager)
-            answer = api.answer(translation, result, app)
-            # The session by name, so a client whose session was implicit may pin it from now on.
-            return JSONResponse(answer, headers={"X-ARC-Session": session.id})
+            return JSONResponse(api.answer(translation, result, app), headers=named)
 
         async def relayed():
             try:
-                async for event in api.stream(translation, chunks, app):
+                async for event in api.stream(translation, result, app):
                     yield event
             finally:
-                await chunks.aclose()
+                await result.aclose()
                 await held.aclose()
-                metrics.refresh(manager)
 
-        return StreamingResponse(relayed(), media_type="text/event-stream",
-                                 headers={"X-ARC-Session": session.id})
+        return StreamingResponse(relayed(), media_type="text/event-stream", headers=named)
 
     async def read(self, request: Request, body: dict, sid: str | None) -> Response | None:
         manager = request.app.state.arc_sessions
@@ -191,35 +216,6 @@ def using(manager, sid: str, continued, asking):
     return manager.using(sid, asking, write=True)
 
 
-class ErrorForms:
-    """The app's one mapping of ARC's errors to responses, in the error form of the API whose
-    route a request came to (the session routes' and chat completions' is OpenAI's)."""
-
-    def __init__(self, apis: list[ConversationAPI], default: ConversationAPI):
-        self.by_path = {path: api for api in apis for path in api.paths}
-        self.default = default
-
-    def api_of(self, request) -> ConversationAPI:
-        return self.by_path.get(request.url.path, self.default)
-
-    def session_error(self, request, exc: SessionError) -> Response:
-        return self.api_of(request).error(str(exc), exc.status)
-
-    def busy(self, request, exc: SessionBusy) -> Response:
-        return self.api_of(request).error(str(exc), 409, "conflict")
-
-    def engine_error(self, request, exc: EngineError) -> Response:
-        """vLLM refused the engine request: its message and status, in the client's form."""
-        error = exc.body.get("error") if isinstance(exc.body.get("error"), dict) else {}
-        return self.api_of(request).error(str(error.get("message") or exc.body), exc.status,
-                                          str(error.get("type") or "invalid_request_error"))
-
-    def install(self, app) -> None:
-        app.add_exception_handler(SessionError, self.session_error)
-        app.add_exception_handler(SessionBusy, self.busy)
-        app.add_exception_handler(EngineError, self.engine_error)
-
-
 def declined(app, sid: str, exc: Exception) -> bool:
     """Whether ARC declines an implicit request (a 400 raised before anything was stored),
     dropping the session it had opened for it if that one holds nothing."""
@@ -230,30 +226,3 @@ def declined(app, sid: str, exc: Exception) -> bool:
     if session is not None and session.num_requests == 0:
         manager.delete(sid)
     return True
-
-
-def put_in_front(app, api: ConversationAPI) -> bool:
-    """Put ARC's route for ``api`` in front of each of vLLM's POST routes it adapts; whether
-    vLLM serves them (a model without that API serves none)."""
-    found = False
-    for path in api.paths:
-        for index, route in enumerate(app.router.routes):
-            if getattr(route, "path", None) == path and "POST" in getattr(route, "methods", ()):
-                app.router.routes.insert(index, ArcRoute(route, api))
-                found = True
-                break
-    return found
-
-
-def stand_alone(app, api: ConversationAPI) -> None:
-    """ARC's route for an API vLLM does not serve (``POST /v1/responses/compact``): a request ARC
-    does not take (implicit sessions off and none named) gets a 400 that says how to ask."""
-    from starlette.routing import Route
-
-    async def not_arc(request: Request) -> Response:
-        return api.error(f"{api.paths[0]} is served for ARC sessions: name one (X-ARC-Session or "
-                         "vllm_xargs.arc_session), or serve with --arc-implicit-sessions on", 400)
-
-    for path in api.paths:
-        app.router.routes.insert(0, ArcRoute(Route(path, not_arc, methods=["POST"]), api))
-

@@ -25,8 +25,8 @@ from fastapi.responses import HTMLResponse, Response
 
 from arc_vllm.inspector.page import shell_html
 from arc_vllm.inspector.timeline import timeline_svg
-from arc_vllm.serving.ownership import asking
-from arc_vllm.serving.sessions import SessionError
+from arc_vllm.serving.sessions.ownership import asking
+from arc_vllm.serving.errors import SessionError
 
 router = APIRouter()
 UI_PATH = "/v1/arc/ui"

@@ -16,7 +16,7 @@ ARC attached by the plugin. What it adds before handing over:
   in this process; the engine's spawned processes re-import this module, not ``main``.
 
 ``arc-vllm serve --ray-replicas N`` serves the same routes over N engine replicas with Ray
-Serve (``serving.ray_serve``; the CLI sends it there). Run ``arc-vllm serve --help`` for every option, ARC's group included.
+Serve (``serving.ray.front``; the CLI sends it there). Run ``arc-vllm serve --help`` for every option, ARC's group included.
 """
 
 from __future__ import annotations

@@ -6,6 +6,8 @@
     arc_view_tokens                  histogram of the bounded views sent to the engine
     arc_prompt_tokens_total{api}     prompt tokens of ARC requests, as the engine counted them
     arc_prefix_cached_tokens_total{api}  of those, tokens served from vLLM's prefix cache
+    arc_handoffs_total{api,kind}     compactions a client or a provider's API asked for, answered
+                                     from the store with no model call (turn, trigger, threshold)
     arc_store_bytes                  payload bytes held by all session stores in memory
     arc_store_dir_bytes              the store folder's size on disk (with --arc-store-retention,
                                      taken at each retention pass)
@@ -16,14 +18,15 @@
 The engine-side figures (``arc_engine_*``) come from ``serving.scheduler``, and with
 ``--arc-kv-reuse`` ``arc_engine_kv_reused_tokens_total`` and ``arc_kv_reuse_enabled`` from the
 connector. ``docs/grafana/arc-vllm.json`` is a Grafana dashboard of them beside vLLM's.
+A leaf module: everything in ``serving/`` may import it (the API names are its labels).
 """
 
 from __future__ import annotations
 
 from prometheus_client import Counter, Gauge, Histogram
 
-from arc_vllm.serving.conversation_keys import CHAT, MESSAGES, RESPONSES
-
+# The APIs ARC serves, by the name the records, the metrics and the session keys give them.
+CHAT, MESSAGES, RESPONSES = "chat", "messages", "responses"
 APIS = (CHAT, MESSAGES, RESPONSES)
 REQUESTS = Counter("arc_requests", "ARC requests served, by API", ["api"])
 COMPACTIONS = Counter("arc_compactions", "Compactions run for ARC sessions", ["api"])

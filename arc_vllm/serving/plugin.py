@@ -31,9 +31,14 @@ options are parsed and ignored, no route is added, the engine is vLLM's own. Wit
     --arc-kv-reuse-host-tokens N  past views' tokens kept in host memory (default 65536)
     --arc-kv-reuse-max-moves N  compactions in a row that may move a token's KV (default 1)
     --arc-kv-reuse-min-gain N  the least claim a warm-up stage is sent for (default 128)
+    --arc-client-compaction arc|model|pass  who answers a client's own compaction turn (arc)
+    --arc-secret TEXT         signs compaction handles (default: generated, kept in DIR)
+    --arc-admin-key KEY       under --api-key, the operator's key that reads every session
+    --arc-caller-header NAME  behind a gateway: the header naming the caller sessions belong to
     --arc-max-tokens N, --arc-answer-room-percent P, --arc-recent-turns N,
     --arc-recalls-per-step N, --arc-recall-chunk-tokens N, --arc-recall-budget-chars N,
-    --arc-recall-max-chars N, --arc-inline-threshold-tokens N, --arc-handoff-tokens N
+    --arc-recall-max-chars N, --arc-inline-threshold-tokens N, --arc-handoff-tokens N,
+    --arc-human-budget-tokens N, --arc-human-head-tokens N
                               the budgets, each with its help and default from ArcConfig's
                               fields (``ArcConfig.options``; ``vllm serve --help``)
 
@@ -277,11 +282,13 @@ class ArcEndpoint:
     async def init_state(self, engine_client, state, args) -> None:
         if not getattr(args, "arc", False) or engine_client is None:
             return
-        from arc_vllm.vllm_compat import check
+        from arc_vllm.vllm_compat import check, check_handlers
 
         check(kv_reuse=getattr(args, "arc_kv_reuse", False))  # logged; a missing hook fails at start
+        check_handlers(state)  # what ARC reads of vLLM's handlers per request, before any request
         from arc_vllm.core.tokens import HFTokenCounter
-        from arc_vllm.serving.session_manager import SessionManager
+        from arc_vllm.serving.sessions.folder import storage_for
+        from arc_vllm.serving.sessions.manager import SessionManager
 
         # Counts use the model's tokenizer and the chat template the engine renders with.
         model_config = engine_client.model_config
@@ -292,26 +299,26 @@ class ArcEndpoint:
         shared = args.arc_shared_sessions or (getattr(args, "api_server_count", None) or 1) > 1
         kv_warmup = None
         if getattr(args, "arc_kv_reuse", False):
-            from arc_vllm.serving.kv_warmup import KVWarmup
+            from arc_vllm.serving.step.kv_warmup import KVWarmup
 
             kv_warmup = KVWarmup(engine_client, counter, recompute_tokens=args.arc_kv_reuse_recompute)
-        from arc_vllm.serving.chat_engine import ChatEngine
+        from arc_vllm.serving.step.engine import ChatEngine
 
         # The one engine every ARC step calls: vLLM's chat handler (made before the plugins'
         # state), the warm-up, vLLM's request model.
         state.arc_engine = ChatEngine(getattr(state, "openai_serving_chat", None), kv_warmup)
-        state.arc_sessions = SessionManager(counter, model_config.max_model_len,
-                                            budgets_from(args), args.arc_store_dir, shared=shared,
+        state.arc_sessions = SessionManager(counter, model_config.max_model_len, budgets_from(args),
+                                            storage_for(args.arc_store_dir, shared),
                                             ttl_s=args.arc_session_ttl, max_sessions=args.arc_max_sessions,
                                             store_retention_s=args.arc_store_retention)
         state.arc_implicit_sessions = args.arc_implicit_sessions == "on"
-        from arc_vllm.serving.compaction_handle import Handles
+        from arc_vllm.serving.compaction.handle import Handles
 
         state.arc_handles = Handles.for_server(getattr(args, "arc_secret", None), args.arc_store_dir)
         state.arc_client_compaction = getattr(args, "arc_client_compaction", "arc")
         from vllm import envs
 
-        from arc_vllm.serving.ownership import Callers
+        from arc_vllm.serving.sessions.ownership import Callers
 
         # Keys are checked (vLLM's --api-key) or a gateway names callers: sessions then belong
         # to the caller that made them.

@@ -29,8 +29,8 @@ from fastapi.responses import JSONResponse, Response
 from arc_vllm.core.store import UnknownObservation
 from arc_vllm.serving import metrics
 from arc_vllm.serving.apis import json_body
-from arc_vllm.serving.ownership import asking, maker
-from arc_vllm.serving.sessions import SessionError
+from arc_vllm.serving.sessions.ownership import asking, maker
+from arc_vllm.serving.errors import SessionError
 
 logger = logging.getLogger(__name__)
 
@@ -143,13 +143,45 @@ async def models_with_arc(request: Request):
     return JSONResponse(listed)
 
 
+def in_front(app, path: str, method: str, make) -> bool:
+    """Put ``make(route)`` in front of the app's ``method`` route at ``path`` (so it answers
+    first, and hands on what it does not take); whether the app has such a route. The one
+    place ARC's routes are put ahead of vLLM's."""
+    for index, route in enumerate(app.router.routes):
+        if getattr(route, "path", None) == path and method in getattr(route, "methods", ()):
+            app.router.routes.insert(index, make(route))
+            return True
+    return False
+
+
 def put_models_in_front(app) -> None:
     from starlette.routing import Route
 
-    for index, route in enumerate(app.router.routes):
-        if getattr(route, "path", None) == "/v1/models" and "GET" in getattr(route, "methods", ()):
-            app.router.routes.insert(index, Route("/v1/models", models_with_arc, methods=["GET"]))
-            return
+    in_front(app, "/v1/models", "GET", lambda route: Route("/v1/models", models_with_arc, methods=["GET"]))
+
+
+def put_in_front(app, api) -> bool:
+    """ARC's route for ``api`` in front of each of vLLM's POST routes it adapts; whether vLLM
+    serves them (a model without that API serves none)."""
+    from arc_vllm.serving.api_route import ArcRoute
+
+    found = [in_front(app, path, "POST", lambda route: ArcRoute(route, api)) for path in api.paths]
+    return any(found)
+
+
+def stand_alone(app, api) -> None:
+    """ARC's route for an API vLLM does not serve (``POST /v1/responses/compact``): a request ARC
+    does not take (implicit sessions off and none named) gets a 400 that says how to ask."""
+    from starlette.routing import Route
+
+    from arc_vllm.serving.api_route import ArcRoute
+
+    async def not_arc(request: Request) -> Response:
+        return api.error(f"{api.paths[0]} is served for ARC sessions: name one (X-ARC-Session or "
+                         "vllm_xargs.arc_session), or serve with --arc-implicit-sessions on", 400)
+
+    for path in api.paths:
+        app.router.routes.insert(0, ArcRoute(Route(path, not_arc, methods=["POST"]), api))
 
 
 class AnthropicKey:
@@ -195,7 +227,7 @@ def adapters():
 def attach(app) -> None:
     """Put ARC's routes on vLLM's app, and ARC's route in front of each of vLLM's
     conversational ones (chat completions must be there; the others where vLLM serves them)."""
-    from arc_vllm.serving.api_route import ErrorForms, put_in_front, stand_alone
+    from arc_vllm.serving.errors import ErrorForms
     from arc_vllm.serving.apis.responses import ResponsesAPI
     from arc_vllm.serving.inspector_routes import router as inspector_router
 

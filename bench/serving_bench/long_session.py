@@ -49,7 +49,7 @@ def long_session(base: str, model: str, steps: int, window: int) -> dict:
 def route_parts(api: str, model: str, steps: int) -> dict:
     """The route's walks over a whole resent body of ``steps`` steps, each the best of 5 (ms)."""
     from arc_vllm.serving.apis import json_body
-    from arc_vllm.serving.compaction_handle import Handles
+    from arc_vllm.serving.compaction.handle import Handles
     from arc_vllm.serving.routes import adapters
 
     conversation = Conversation(api, "resent", model, observations())

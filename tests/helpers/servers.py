@@ -19,11 +19,11 @@ REPO = Path(__file__).resolve().parents[2]
 # vLLM keeps Responses API responses only with this (GET /v1/responses/{id}); off by default.
 STORE = {"VLLM_ENABLE_RESPONSES_API_STORE": "1"}
 KINDS = {
-    "arc": dict(extra=(), vllm_entry=False),
+    "arc": dict(extra=("--arc-ui",), vllm_entry=False),  # the inspector's page too
     # Two tenants' keys and the operator's, sessions in a store folder (``--arc-store-dir``).
     "keyed": dict(extra=("--api-key", "key-a", "key-b", "ops", "--arc-admin-key", "ops",
-                         "--arc-store-dir", "{folder}/sessions"), vllm_entry=False),
-    # Behind a gateway that names callers in X-Caller (and holds the key "gw").
+                         "--arc-store-dir", "{folder}/sessions", "--arc-ui"), vllm_entry=False),
+    # Behind a gateway that names callers in X-Caller (and holds the key "gw"); no --arc-ui.
     "gateway": dict(extra=("--api-key", "gw", "ops", "--arc-admin-key", "ops",
                            "--arc-caller-header", "X-Caller"), vllm_entry=False),
     "plain": dict(extra=("--chat-template", str(TOOLS_TEMPLATE), "--enable-auto-tool-choice",

@@ -10,12 +10,15 @@ Each adapter translates its API's request into a chat completion body, with vLLM
 converters where vLLM has them (so that, until ARC acts, the engine gets the prompt plain vLLM
 would build for that API), and ARC's answer (a chat completion, or its stream of chunks) back
 into the API's own form; everything between (sessions, compaction, the view, the recall loop,
-streaming hold-back) is ``serving/chat.py`` and ``serving/chat_stream.py``, once. The route in
+streaming hold-back) is ``serving/step/chat.py`` and ``serving/step/stream.py``, once. The route in
 front of vLLM's own (``serving/api_route.py``) finds the session: one the request names, one
 its API continues by reference (``previous_response_id``), the client's own conversation id
-(``serving/conversation_keys.py``), or its conversation's fingerprints.
+(``serving/sessions/conversation_keys.py``), or its conversation's fingerprints.
 
     class MessagesAPI(ConversationAPI): name = "messages"; paths = ("/v1/messages",) ...
+
+May import: ``step``, ``compaction``, ``sessions``, ``arc_vllm.core``, the base modules and the
+serving leaves; nothing of the routes above it.
 """
 
 from __future__ import annotations
@@ -27,13 +30,7 @@ from typing import Any, AsyncIterator
 from fastapi.responses import JSONResponse
 from pydantic import ValidationError
 
-from arc_vllm.serving.chat_engine import item_path
-from arc_vllm.serving.sessions import SessionError
-
-
-class Declined(Exception):
-    """A request ARC does not take (content it cannot archive, several choices): with no
-    session named, plain vLLM serves it exactly as without ``--arc``."""
+from arc_vllm.serving.errors import SessionError, openai_error, validation_message
 
 
 @dataclass
@@ -45,7 +42,7 @@ class Translation:
     session: str | None = None       # the session the API's own reference names (previous_response_id)
     extra: dict = field(default_factory=dict)
     handle: Any = None               # the compaction handle the request carries (an item, a block)
-    ask: Any = None                  # the compaction it asks for (``serving/compaction.py``)
+    ask: Any = None                  # the compaction it asks for (``serving/compaction/ask.py``)
 
 
 class ConversationAPI:
@@ -63,8 +60,10 @@ class ConversationAPI:
         """Whether the body holds a compaction handle (which names its session)."""
         return False
 
-    async def translate(self, body: dict, app, headers: dict[str, str], size: int = 0) -> Translation:
-        """``size``: the body's length in bytes (what keeping its items weighs, ``translated.py``)."""
+    async def translate(self, body: dict, app, caller: str = "", size: int = 0) -> Translation:
+        """``caller``: who asks (``ownership.Who.caller``, computed once by the route: the scope of
+        what the adapter keeps of conversations); ``size``: the body's length in bytes (what
+        keeping its items weighs, ``translated.py``)."""
         raise NotImplementedError
 
     def bind(self, translation: Translation, session) -> None:
@@ -85,12 +84,6 @@ class ConversationAPI:
 
     def error(self, message: str, status: int, kind: str = "invalid_request_error") -> JSONResponse:
         return JSONResponse(openai_error(message, status, kind), status)
-
-
-def openai_error(message: str, status: int, kind: str = "invalid_request_error") -> dict:
-    """OpenAI's error body (chat completions', Responses', the session routes', the Ray front's,
-    and a stream's error event): the one place it is written."""
-    return {"error": {"message": message, "type": kind, "code": status}}
 
 
 def check_results(messages: list[dict], result: str, call: str) -> None:
@@ -146,6 +139,4 @@ def parsed(model, body: dict, first_item: int = 0):
     try:
         return model.model_validate(body)
     except ValidationError as error:
-        problems = "; ".join(f"{'.'.join(str(part) for part in item_path(problem['loc'], first_item)) or 'body'}: "
-                             f"{problem['msg']}" for problem in error.errors()[:5])
-        raise SessionError(f"request: {problems}") from None
+        raise SessionError(validation_message(error.errors(), first_item)) from None

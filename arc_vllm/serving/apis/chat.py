@@ -11,16 +11,17 @@ from __future__ import annotations
 import json
 
 from arc_vllm.core.transcript import content_text
-from arc_vllm.serving.apis import ConversationAPI, Declined, Translation
-from arc_vllm.serving.chat import check_messages
-from arc_vllm.serving.conversation_keys import CHAT
+from arc_vllm.serving.apis import ConversationAPI, Translation
+from arc_vllm.serving.errors import Declined
+from arc_vllm.serving.step.chat import check_messages
+from arc_vllm.serving.metrics import CHAT
 
 
 class ChatAPI(ConversationAPI):
     name = CHAT
     paths = ("/v1/chat/completions",)
 
-    async def translate(self, body: dict, app, headers: dict[str, str], size: int = 0) -> Translation:
+    async def translate(self, body: dict, app, caller: str = "", size: int = 0) -> Translation:
         check_messages(body)  # the shape the route reads before the ARC path runs (handles, turns)
         return Translation(body)
 

@@ -24,13 +24,13 @@ import json
 
 from fastapi.responses import JSONResponse
 
-from arc_vllm.serving.apis import ConversationAPI, Declined, Translation, check_results, parsed
+from arc_vllm.serving.apis import ConversationAPI, Translation, check_results, parsed
+from arc_vllm.serving.errors import Declined, SessionError
 from arc_vllm.serving.apis.messages_compaction import BLOCK, ask_of, compaction_block, take_compaction
 from arc_vllm.serving.apis.translated import Translated
-from arc_vllm.serving.chat import preview_tokens
-from arc_vllm.serving.conversation_keys import MESSAGES
-from arc_vllm.serving.ownership import callers_of
-from arc_vllm.serving.sessions import Session, SessionError
+from arc_vllm.serving.step.chat import preview_tokens
+from arc_vllm.serving.metrics import MESSAGES
+from arc_vllm.serving.sessions.session import Session
 
 ERROR_TYPES = {400: "invalid_request_error", 401: "authentication_error", 403: "permission_error",
                404: "not_found_error", 409: "invalid_request_error", 410: "not_found_error",
@@ -88,11 +88,10 @@ class MessagesAPI(ConversationAPI):
                    for message in (messages if isinstance(messages, list) else []) if isinstance(message, dict)
                    for block in (message.get("content") if isinstance(message.get("content"), list) else []))
 
-    async def translate(self, body: dict, app, headers: dict[str, str], size: int = 0) -> Translation:
+    async def translate(self, body: dict, app, caller: str = "", size: int = 0) -> Translation:
         from vllm.entrypoints.anthropic.protocol import AnthropicMessagesRequest
 
         handler = handler_of(app)
-        caller = callers_of(app).who(headers, body).caller
         body, handle, edits = take_compaction(body, app.state.arc_handles)
         items = body.get("messages")
         if handle is not None or handler._merge_inline_system or not isinstance(items, list) or not items:

@@ -24,8 +24,8 @@ compaction's record: ARC's handoff is written from the store, not by a model.
 
 from __future__ import annotations
 
-from arc_vllm.serving.compaction import EDITS, THRESHOLD, CompactionAsk
-from arc_vllm.serving.sessions import SessionError
+from arc_vllm.serving.compaction.ask import EDITS, THRESHOLD, CompactionAsk
+from arc_vllm.serving.errors import SessionError
 
 COMPACT, CLEAR_TOOL_USES, CLEAR_THINKING = "compact_20260112", "clear_tool_uses_20250919", "clear_thinking_20251015"
 EDIT_TYPES = (COMPACT, CLEAR_TOOL_USES, CLEAR_THINKING)

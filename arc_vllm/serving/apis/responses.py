@@ -32,13 +32,13 @@ from __future__ import annotations
 import json
 import time
 
-from arc_vllm.serving.apis import ConversationAPI, Declined, Translation, check_results, parsed
+from arc_vllm.serving.apis import ConversationAPI, Translation, check_results, parsed
+from arc_vllm.serving.errors import Declined, SessionError
 from arc_vllm.serving.apis.responses_compaction import (COMPACTION, ask_of, compacted_response, compaction_item,
                                                         is_item, take_compaction)
 from arc_vllm.serving.apis.translated import Translated
-from arc_vllm.serving.conversation_keys import ARC_RESPONSE, RESPONSES, arc_response_id
-from arc_vllm.serving.ownership import callers_of
-from arc_vllm.serving.sessions import SessionError
+from arc_vllm.serving.metrics import RESPONSES
+from arc_vllm.serving.sessions.conversation_keys import ARC_RESPONSE, arc_response_id
 
 # Fields a Responses request and a chat completion request share, with one meaning.
 SHARED_FIELDS = ("temperature", "top_p", "top_k", "min_p", "repetition_penalty", "presence_penalty",
@@ -103,7 +103,7 @@ class ResponsesAPI(ConversationAPI):
         if body.get("background") or body.get("previous_input_messages"):
             raise Declined("background responses and previous_input_messages are vLLM's")
 
-    async def translate(self, body: dict, app, headers: dict[str, str], size: int = 0) -> Translation:
+    async def translate(self, body: dict, app, caller: str = "", size: int = 0) -> Translation:
         from vllm.entrypoints.openai.responses.protocol import ResponsesRequest
         from vllm.entrypoints.openai.responses.utils import (construct_chat_messages_with_tool_call,
                                                              construct_input_messages, construct_tool_dicts)
@@ -112,7 +112,6 @@ class ResponsesAPI(ConversationAPI):
         handler = handler_of(app)
         original_input = body.get("input")
         body, handle, trigger, entry = take_compaction(body, app.state.arc_handles)
-        caller = callers_of(app).who(headers, body).caller
         items = body.get("input")
         # A whole input resent (no compaction item, no previous response): its items are
         # validated and converted past those a kept conversation shares (``translated.py``).
@@ -310,16 +309,16 @@ class CompactAPI(ResponsesAPI):
     """``POST /v1/responses/compact`` (the SDK's ``responses.compact``): the request's
     conversation compacted by ARC into one compaction item, with no model call; its answer is
     ``{object: "response.compaction", output: [the input's user messages..., the item]}``.
-    vLLM has no such route: ARC's stands alone (``api_route.put_in_front``)."""
+    vLLM has no such route: ARC's stands alone (``routes.stand_alone``)."""
 
     paths = ("/v1/responses/compact",)
     compacts = True
 
-    async def translate(self, body: dict, app, headers: dict[str, str], size: int = 0) -> Translation:
+    async def translate(self, body: dict, app, caller: str = "", size: int = 0) -> Translation:
         if not isinstance(body.get("model"), str):
             raise SessionError("model: required")
         body = {key: value for key, value in body.items() if key in COMPACT_FIELDS}
-        return await super().translate(dict(body, stream=False, store=False), app, headers, size)
+        return await super().translate(dict(body, stream=False, store=False), app, caller, size)
 
 
 # What a compact request may carry (the SDK's ``responses.compact`` parameters ARC reads).

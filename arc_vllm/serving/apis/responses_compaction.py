@@ -14,7 +14,7 @@
                                           store (the items before it may be dropped or sent)
 
 A compaction item is ``{type: "compaction", id, encrypted_content}``; ``encrypted_content`` is
-ARC's handle (``serving/compaction_handle.py``). The handoff text (``core/handoff.py``) rides
+ARC's handle (``serving/compaction/handle.py``). The handoff text (``core/handoff.py``) rides
 ``arc.compaction`` for a client that wants to show it; the item stays opaque, as OpenAI's is.
 """
 
@@ -24,8 +24,8 @@ import secrets
 import time
 
 from arc_vllm.serving.apis import Translation
-from arc_vllm.serving.compaction import THRESHOLD, TRIGGER, CompactionAsk
-from arc_vllm.serving.sessions import SessionError
+from arc_vllm.serving.compaction.ask import THRESHOLD, TRIGGER, CompactionAsk
+from arc_vllm.serving.errors import SessionError
 
 COMPACTION, TRIGGER_ITEM = "compaction", "compaction_trigger"
 

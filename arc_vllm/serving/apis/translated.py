@@ -24,7 +24,7 @@ from typing import Callable
 
 from arc_vllm.core.lru import CharBoundedLRU
 from arc_vllm.core.transcript import fingerprint
-from arc_vllm.serving.seen_conversations import MAX_CHARS, MAX_CONVERSATIONS
+from arc_vllm.serving.sessions.seen_conversations import MAX_CHARS, MAX_CONVERSATIONS
 
 
 class Translated:

@@ -18,11 +18,9 @@ from pathlib import Path
 
 import filelock
 
+from arc_vllm.serving.errors import SessionBusy
+
 POLL_S = 0.02  # how often a request waiting for a lock tries it again
-
-
-class SessionBusy(TimeoutError):
-    """Another process held the session for longer than the wait allowed."""
 
 
 def take(path: Path, timeout_s: float) -> filelock.BaseFileLock:

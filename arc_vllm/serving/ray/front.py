@@ -1,7 +1,7 @@
 """``arc-vllm serve --ray-replicas N [--ray-address ADDRESS] [--ray-routing affinity|round-robin]
 [MODEL] [--arc-...] [vllm options]``: ARC sessions over N engine replicas with Ray Serve.
 
-Each replica (``serving.ray_replica``) runs ``arc-vllm serve`` with the same options over one
+Each replica (``serving.ray.replica``) runs ``arc-vllm serve`` with the same options over one
 shared ``--arc-store-dir`` (a temporary folder unless given) and ``--arc-shared-sessions``. The
 front is the same HTTP surface as ``arc-vllm serve``. A request that names a session
 (``vllm_xargs.arc_session``, ``X-ARC-Session`` or the ``/v1/arc/sessions/{sid}`` path), or a
@@ -54,7 +54,7 @@ def session_of(path: str, headers, body: bytes) -> str | None:
     parts = path.strip("/").split("/")
     if parts[:3] == ["v1", "arc", "sessions"] and len(parts) > 3:
         return parts[3]
-    from arc_vllm.serving.conversation_index import routing_key
+    from arc_vllm.serving.sessions.conversation_index import routing_key
 
     try:
         data = json.loads(body) if body else None
@@ -74,7 +74,7 @@ def front_app(replicas, routing: str):
     from starlette.requests import Request
     from starlette.responses import JSONResponse, StreamingResponse
 
-    from arc_vllm.serving.apis import openai_error
+    from arc_vllm.serving.errors import openai_error
 
     client = httpx.AsyncClient(timeout=None, limits=httpx.Limits(max_connections=None,
                                                                  max_keepalive_connections=512))
@@ -146,7 +146,7 @@ def deploy(serve_arguments: list[str], replicas: int, routing: str, log_dir: str
     from ray import serve
     from ray.serve.config import RequestRouterConfig
 
-    from arc_vllm.serving.ray_replica import EngineReplica
+    from arc_vllm.serving.ray.replica import EngineReplica
 
     if routing == "affinity":
         from ray.serve.experimental.consistent_hash_router import ConsistentHashRouter as router
@@ -233,7 +233,7 @@ def main(argv: list[str]) -> int:
         rest += ["--arc-shared-sessions"]
     common = ["--ray-replicas", str(args.ray_replicas), "--ray-routing", args.ray_routing,
               "--log-dir", str(work / "logs")]
-    inner = [sys.executable, "-m", "arc_vllm.serving.ray_serve"]
+    inner = [sys.executable, "-m", "arc_vllm.serving.ray.front"]
     if args.ray_address:
         code = subprocess.call(inner + common + ["--ray-address", args.ray_address, "--host", args.host,
                                                  "--port", str(args.port), *rest])

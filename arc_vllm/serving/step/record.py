@@ -1,6 +1,6 @@
 """What one ARC request did, each figure under one name: the response's ``arc`` object and the
 session's record (``GET /v1/arc/sessions/{id}``, the inspector's timeline, ``session.json``)
-are both written from one ``StepRecord`` (``serving/chat.py`` ``ChatStep.end`` makes it).
+are both written from one ``StepRecord`` (``serving/step/chat.py`` ``ChatStep.end`` makes it).
 
     conversation_tokens    the conversation's size as ARC counts it (before any compaction)
     view_tokens            the prompt of the last engine call (``view_tokens_per_call``: each)
@@ -18,7 +18,7 @@ The record keeps the figures the timeline and the dashboards read; the ``arc`` o
 them. Records stored before these names were one (``session.json`` has always used
 ``conversation_tokens`` and ``prefix_cached_tokens``) read as they are.
 
-Pure Python; run ``python -m arc_vllm.serving.step_record`` for an example.
+Pure Python; run ``python -m arc_vllm.serving.step.record`` for an example.
 """
 
 from __future__ import annotations

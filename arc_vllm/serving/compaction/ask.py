@@ -1,12 +1,12 @@
 """Compaction on the serving path: what a request asks of it, and its answer when no model call
 is needed. Every compaction a client or a provider's API asks for is ARC's: a handoff written
 from the session's store (``core/handoff.py``) and a handle to the session
-(``serving/compaction_handle.py``); nothing stored is lost and, unless the server asks the
+(``serving/compaction/handle.py``); nothing stored is lost and, unless the server asks the
 model (``--arc-client-compaction model``), no token is decoded.
 
     kind        asked by                                                    answered
     turn        a client's own summary turn (Codex, Claude Code:            the handoff as the
-                ``serving/compaction_turns.py``)                             assistant's text, alone
+                ``serving/compaction/turns.py``)                             assistant's text, alone
     trigger     ``POST /v1/responses/compact``, a Responses                 one compaction item,
                 ``compaction_trigger`` item (Codex's remote compaction)      alone
     threshold   Responses ``context_management`` ``compact_threshold``,    a compaction item or
@@ -23,9 +23,9 @@ engine as ARC's bounded view with the client's prompt after it, and ARC appends 
 recall line and handle to the model's summary (``appended``); ``pass``: not recognised at all.
 
 The route (``serving/api_route.py``) and the API adapters make a ``CompactionAsk``; the step
-(``serving/chat.py``) runs it once the request's messages are taken in (``run``), so the
+(``serving/step/chat.py``) runs it once the request's messages are taken in (``run``), so the
 handle stands exactly for what the session holds; a compaction answered alone never reaches
-the engine (``response``, ``chunks``). A threshold compares the conversation as the client
+the engine (``alone``; streamed by ``step/stream.py``). A threshold compares the conversation as the client
 holds it: the whole conversation, or, after a handle, the handoff and what followed it.
 """
 
@@ -36,10 +36,10 @@ import time
 from dataclasses import dataclass, field
 
 from arc_vllm.core.handoff import Handoff, write_appendix, write_handoff
-from arc_vllm.serving.compaction_handle import Handle, Handles, caller_tag
-from arc_vllm.serving.compaction_turns import (BadMarker, CompactionTurn, answer_text, prompt_of, recognise,
+from arc_vllm.serving.compaction.handle import Handle, Handles, caller_tag
+from arc_vllm.serving.compaction.turns import (CompactionTurn, answer_text, prompt_of, recognise,
                                               without_prompt)
-from arc_vllm.serving.sessions import SessionError
+from arc_vllm.serving.errors import SessionError
 
 TURN, TRIGGER, THRESHOLD = "turn", "trigger", "threshold"
 EDITS = "edits"  # context edits only (Anthropic's clear_tool_uses / clear_thinking): no compaction
@@ -91,20 +91,20 @@ class CompactionAsk:
         """The answer is the compaction item or block alone."""
         return self.as_item and self.alone
 
-    def run(self, step) -> None:
-        """After ``step`` took the request's messages in: compact if asked (a threshold only
-        once the input passes it), writing the handoff and issuing the handle."""
+    def run(self, session, context, conversation_tokens: int) -> None:
+        """After the request's messages are in ``session`` (its ``context``; the conversation
+        ``conversation_tokens`` long as ARC counts it): compact if asked (a threshold only once
+        the input passes it), writing the handoff and issuing the handle."""
         started = time.perf_counter()
-        session, context = step.session, step.context
-        self.input_tokens = step.before_tokens
+        self.input_tokens = conversation_tokens
         if self.since is not None:  # the client holds the handoff and what followed it
-            self.input_tokens = step.before_tokens - self.since.tokens + session.handoff_tokens
+            self.input_tokens = conversation_tokens - self.since.tokens + session.handoff_tokens
         self.applied = [entry for entry in (edit(context, self.input_tokens) for edit in self.edits) if entry]
         if self.kind == EDITS or (self.kind == THRESHOLD and self.input_tokens <= (self.threshold or 0)):
             self.ms = (time.perf_counter() - started) * 1000
             return
         handle = Handle(session.id, len(session.fingerprints), session.num_rebases, caller_tag(self.caller),
-                        step.before_tokens)
+                        conversation_tokens)
         self.handle = self.handles.issue(handle)
         write = write_appendix if self.model_prompt is not None else write_handoff
         self.handoff = write(context, budget_tokens=context.config.handoff_budget_tokens, handle=self.handle)
@@ -135,7 +135,7 @@ class CompactionAsk:
         return record
 
 
-@dataclass
+@dataclass(frozen=True)
 class Continuation:
     """What a request continues from a compaction: the session, the handle, and how."""
 
@@ -143,6 +143,9 @@ class Continuation:
     handle: Handle | None = None
     held: int = 0           # the session's messages a carried handle (item, block) stands for
     handoff: bool = False   # the messages hold ARC's handoff text (a client kept it)
+
+
+NOTHING_CONTINUED = Continuation()  # a request that continues no compaction
 
 
 def continuation(handles: Handles, translation, caller: str, named: str | None) -> Continuation:
@@ -184,15 +187,12 @@ def check_current(continued: Continuation, session) -> None:
 
 def client_turn(mode: str, handles: Handles, headers: dict, body: dict, translation,
                 caller: str) -> CompactionAsk | None:
-    """A client's own compaction turn (``compaction_turns.py``), answered by ARC unless the
+    """A client's own compaction turn (``compaction/turns.py``), answered by ARC unless the
     server passes them to the model (``--arc-client-compaction pass``); its prompt taken out
     of the messages ARC archives."""
     if mode == PASS_MODE:
         return None
-    try:
-        turn = recognise(headers, body, translation.chat["messages"])
-    except BadMarker as error:
-        raise SessionError(str(error)) from None
+    turn = recognise(headers, body, translation.chat["messages"])
     if turn is None:
         return None
     prompt = prompt_of(translation.chat["messages"], turn) if mode == MODEL_MODE else None
@@ -207,31 +207,10 @@ def appended(ask: CompactionAsk | None) -> str:
     return "\n\n" + ask.handoff.text
 
 
-def response(step, model: str) -> dict:
-    """The chat completion of a compaction answered alone (the step's ``arc`` object on it)."""
-    text = step.ask.text()
-    completion = step.context.counter.count(text)
-    answer = {"role": "assistant", "content": text}
-    result = {"id": f"chatcmpl-arc-{secrets.token_hex(12)}", "object": "chat.completion",
-              "created": int(time.time()), "model": model,
-              "choices": [{"index": 0, "message": dict(answer), "finish_reason": "stop"}],
-              "usage": {"prompt_tokens": 0, "completion_tokens": completion, "total_tokens": completion}}
-    result["arc"] = step.end(answer)
-    return result
-
-
-async def chunks(result: dict, include_usage: bool):
-    """``response``'s answer as the chunks of a chat completion stream, as ``chat_stream.relay``
-    ends one."""
-    base = {key: result[key] for key in ("id", "created", "model")}
-    base["object"] = "chat.completion.chunk"
-    [choice] = result["choices"]
-    yield {**base, "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}]}
-    yield {**base, "choices": [{"index": 0, "delta": {"content": choice["message"]["content"]},
-                                "finish_reason": None}]}
-    final = {**base, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}
-    if include_usage:
-        yield final
-        yield {**base, "choices": [], "usage": result["usage"], "arc": result["arc"]}
-    else:
-        yield {**final, "arc": result["arc"]}
+def alone(text: str, model: str, completion_tokens: int, arc: dict) -> dict:
+    """The chat completion of a compaction answered alone: ``text``, ARC's ``arc`` object on it."""
+    return {"id": f"chatcmpl-arc-{secrets.token_hex(12)}", "object": "chat.completion",
+            "created": int(time.time()), "model": model,
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
+            "usage": {"prompt_tokens": 0, "completion_tokens": completion_tokens,
+                      "total_tokens": completion_tokens}, "arc": arc}

@@ -5,17 +5,17 @@
                      then), archive the new observations (``session.take_in``: fix F, count
                      the tools), build the engine request, once
     -> step.call()   the bounded view (proactive) in a copy of that request -> vLLM's own
-                     chat handler (``serving/chat_engine.py``)
+                     chat handler (``serving/step/engine.py``)
     -> context-length error? compact and retry (reactive); another error is raised
     -> ARC command in the output? serve it here, append, generate again (at most r)
-    -> the final assistant message, with an ``arc`` object (``serving/step_record.py``), to the client
+    -> the final assistant message, with an ``arc`` object (``serving/step/record.py``), to the client
 
 Commands come from the model's text (the one grammar, ``core/commands.py``) or from its
 tool calls named ``_recall``, ``_recall_meta`` or ``_catalog`` (offered beside the request's
 own tools when it has any), turned into ``Command`` objects directly. A tool-call command is
 answered by a ``role: tool`` message holding the result (the recalled text itself), so the
 model continues in its own format. With ``stream: true`` the same loop runs in
-``serving/chat_stream.py``, streaming every delta that cannot be an ARC command.
+``serving/step/stream.py``, streaming every delta that cannot be an ARC command.
 
 The chat body is every API's: the Anthropic Messages and Responses adapters
 (``serving/apis/``) translate their requests into one and its answer back, so the whole path
@@ -30,7 +30,6 @@ than the server's has its answer clamped to that window.
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from dataclasses import dataclass, field, replace
@@ -39,26 +38,20 @@ from arc_vllm.core.budget import HumanTurnTooLarge
 from arc_vllm.core.errors import is_context_length_error
 from arc_vllm.core.transcript import fingerprints
 from arc_vllm.kv.extra_args import COMPACTION_TURN, ArcExtraArgs
-from arc_vllm.serving import compaction, metrics
-from arc_vllm.serving.chat_engine import tools_of
-from arc_vllm.serving.conversation_keys import CHAT
+from arc_vllm.serving import metrics
+from arc_vllm.serving.compaction import ask as compaction
+from arc_vllm.serving.compaction.ask import NOTHING_CONTINUED, Continuation
+from arc_vllm.serving.step.engine import tools_of
+from arc_vllm.serving.metrics import CHAT
 from arc_vllm.serving.processes import REPLICA
-from arc_vllm.serving.sessions import SessionError, new_from
-from arc_vllm.serving.step_record import StepRecord
-from arc_vllm.serving.tools import ARC_TOOLS, serve_commands, strip_arc_calls
+from arc_vllm.serving.sessions.session import new_from
+from arc_vllm.serving.errors import EngineError, SessionError
+from arc_vllm.serving.step.record import StepRecord
+from arc_vllm.serving.step.tools import ARC_TOOLS, serve_commands, strip_arc_calls
 
 MAX_REACTIVE_RETRIES = 3
-# Set when this engine is a Ray replica's (``serving.ray_replica``): its name.
+# Set when this engine is a Ray replica's (``serving.ray.replica``): its name.
 REPLICA_NAME = os.environ.get(REPLICA)
-
-
-class EngineError(RuntimeError):
-    """vLLM answered with an error that ARC cannot act on; passed to the client as is."""
-
-    def __init__(self, body: dict, status: int):
-        super().__init__(json.dumps(body)[:300])
-        self.body = body
-        self.status = status
 
 
 def check_body(body: dict, held: int = 0) -> None:
@@ -106,16 +99,19 @@ class ChatStep:
     request (a ``SessionError`` for a request that cannot be served; what was archived before a
     failure is saved). The caller holds the session's lock from construction until ``end``.
 
-    ``engine``: the server's ``ChatEngine``. ``held``, ``handoff``, ``ask``: what the request
-    continues from and the compaction it asks (``serving/compaction.py``). ``received``: when the
+    ``engine``: the server's ``ChatEngine``. ``continued``, ``ask``: what the request continues
+    from (a ``Continuation``: the messages a handle stands for, a handoff the client kept) and
+    the compaction it asks (``serving/compaction/ask.py``). ``received``: when the
     route had its body. ``prints_of``: messages -> their fingerprints, from what the process has
-    seen of the conversation (``serving/seen_conversations.py``)."""
+    seen of the conversation (``serving/sessions/seen_conversations.py``)."""
 
-    def __init__(self, body: dict, session, engine, raw_request=None, *, api: str = CHAT, held: int = 0,
-                 handoff: bool = False, ask=None, received: float | None = None, prints_of=fingerprints):
+    def __init__(self, body: dict, session, engine, raw_request=None, *, api: str = CHAT,
+                 continued: Continuation = NOTHING_CONTINUED, ask=None, received: float | None = None,
+                 prints_of=fingerprints):
         self.started = time.perf_counter()
         self.body, self.session, self.engine, self.raw_request = body, session, engine, raw_request
-        self.api, self.held, self.handoff, self.ask, self.received = api, held, handoff, ask, received
+        self.api, self.continued, self.ask, self.received = api, continued, ask, received
+        held, handoff = continued.held, continued.handoff
         self.session_id = session.id
         self.loop = Loop()
         self.asked = asked_tokens(body)
@@ -137,7 +133,7 @@ class ChatStep:
         xargs = dict(body.get("vllm_xargs") or {})
         # vllm_xargs.arc_debug: return each view sent to the engine (for tests and debugging).
         self.debug = bool(xargs.pop("arc_debug", False))
-        xargs.pop(COMPACTION_TURN, None)  # the API server's to read (``compaction_turns.py``)
+        xargs.pop(COMPACTION_TURN, None)  # the API server's to read (``serving/compaction/turns.py``)
         # The engine request, built once: each engine call is a copy with its view and room.
         self.request = checked.model_copy(update={
             "messages": [], "stream": False, "stream_options": None,
@@ -158,7 +154,7 @@ class ChatStep:
         self.server_window = engine.window or context.config.context_window
         if ask is not None:
             try:
-                ask.run(self)
+                ask.run(session, context, self.before_tokens)
             except BaseException:  # what was archived is saved
                 self.end()
                 raise
@@ -327,12 +323,12 @@ async def complete(body: dict, session, engine, raw_request=None, **options) -> 
     response as a JSON-able dict. Raises ``SessionError`` for a bad request and ``EngineError``
     for an engine error. ``options``: ``ChatStep``'s keywords (the API, what the request continues
     from, the compaction it asks: a compaction answered alone calls no engine)."""
-    check_body(body, options.get("held", 0))
+    check_body(body, options.get("continued", NOTHING_CONTINUED).held)
     async with session.lock:
         step = ChatStep(body, session, engine, raw_request, **options)
         ask = step.ask
         if ask is not None and ask.alone:
-            return compaction.response(step, body.get("model") or "")
+            return answered_alone(step, body.get("model") or "")
         try:
             while True:
                 result = await step.call()
@@ -350,6 +346,13 @@ async def complete(body: dict, session, engine, raw_request=None, **options) -> 
             ask.decoded_tokens = (response.get("usage") or {}).get("completion_tokens") or 0
         response["arc"] = step.end(answer_of(response["choices"][0].get("message") or {}))
         return response
+
+
+def answered_alone(step: ChatStep, model: str) -> dict:
+    """The chat completion of a compaction answered with no engine call, its ``arc`` on it."""
+    text = step.ask.text()
+    answer = {"role": "assistant", "content": text}
+    return compaction.alone(text, model, step.context.counter.count(text), step.end(answer))
 
 
 def answer_of(message: dict) -> dict:

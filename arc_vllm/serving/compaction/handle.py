@@ -19,7 +19,7 @@ one), else one per process (a server without a store folder keeps no session pas
 either). A forged or altered handle fails the signature (400); another caller's is no session
 of this caller's (404, the same answer as an unknown session: no oracle of existence).
 
-Run ``python -m arc_vllm.serving.compaction_handle`` for an example.
+Run ``python -m arc_vllm.serving.compaction.handle`` for an example.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ import secrets
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from arc_vllm.serving.sessions import SessionError
+from arc_vllm.serving.errors import SessionError
 
 VERSION = "arc1"
 HANDLE = re.compile(rf"{VERSION}\.([A-Za-z0-9_-]{{8,400}})\.([A-Za-z0-9_-]{{22}})")

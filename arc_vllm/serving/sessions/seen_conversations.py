@@ -3,7 +3,7 @@
 Agents that never compact (Claude Code, Codex, most of those built on chat completions) send
 their whole history on every request. Fingerprinting every message (``core/transcript.py``),
 and chaining the fingerprints into the conversation index's keys
-(``serving/conversation_index.py``), would then cost each request time in proportion to the
+(``serving/sessions/conversation_index.py``), would then cost each request time in proportion to the
 history, 1,600 steps of it being about 5 MB. ``SeenConversations`` keeps, for the
 conversations this process saw last, the messages as the last request sent them with their
 fingerprints, and the index keys of those fingerprints: a request whose messages start as a
@@ -16,14 +16,14 @@ kept apart all the same). Entries are forgotten least recently used first, past
 ``max_conversations`` or past ``max_chars`` of kept messages (the request bodies' sizes), so
 the cache's memory has a bound whatever clients send.
 
-Run ``python -m arc_vllm.serving.seen_conversations`` for an example.
+Run ``python -m arc_vllm.serving.sessions.seen_conversations`` for an example.
 """
 
 from __future__ import annotations
 
 from arc_vllm.core.lru import CharBoundedLRU
 from arc_vllm.core.transcript import common_prefix, fingerprint, fingerprints
-from arc_vllm.serving.conversation_index import chain
+from arc_vllm.serving.sessions.conversation_index import chain
 
 MAX_CONVERSATIONS = 1024
 MAX_CHARS = 256 * 2 ** 20  # of request bodies whose messages are kept

@@ -25,7 +25,7 @@ from __future__ import annotations
 import re
 
 from arc_vllm.core.commands import COMMAND_WORDS, parse_line
-from arc_vllm.serving.tools import ARC_TOOL_NAMES
+from arc_vllm.serving.step.tools import ARC_TOOL_NAMES
 
 _LEAD = re.compile(r"^[\s`]*")
 

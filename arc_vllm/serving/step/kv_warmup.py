@@ -2,7 +2,7 @@
 warm-up stages (planned by ``kv/warmup.py``, which says why) as one-token requests of the
 session, one stage after the other.
 
-Used by ``serving/chat.py`` when the server runs with ``--arc-kv-reuse``; the planner reads
+Used by ``serving/step/chat.py`` when the server runs with ``--arc-kv-reuse``; the planner reads
 the block size, ``min_run`` and the recomputation from the engine's config (``WarmupPlanner.of_vllm``).
 """
 

@@ -22,18 +22,18 @@ One owner for these wire keys (as ``kv/extra_args.py`` is for ARC's own request 
 share across its conversations, so it keys no conversation there.)
 
 A request with a conversation id continues the session of that id (and caller), also when
-the client rewrote its history (``serving/sessions.py``); one without falls back to the
-fingerprints of its messages (``serving/conversation_index.py``). ``user`` and
+the client rewrote its history (``serving/sessions/session.py``); one without falls back to the
+fingerprints of its messages (``serving/sessions/conversation_index.py``). ``user`` and
 ``safety_identifier`` name a person, not a conversation: one person's two conversations must
 not share a session, so they scope the caller and never key a conversation (nor does a
 plain ``metadata.user_id``). Every such
 identifier is text of at most ``MAX_KEY_CHARS`` characters, or the request is a 400 before
-anything is stored (``checked_id``). Whose sessions these are is ``serving/ownership.py``'s.
+anything is stored (``checked_id``). Whose sessions these are is ``serving/sessions/ownership.py``'s.
 
 A request's routing key (``conversation_index.routing_key``: the Ray front's) is made of these
 keys too: the session named, else the caller's conversation id, else its start.
 
-Pure Python; run ``python -m arc_vllm.serving.conversation_keys`` for an example.
+Pure Python; run ``python -m arc_vllm.serving.sessions.conversation_keys`` for an example.
 """
 
 from __future__ import annotations
@@ -44,9 +44,9 @@ import re
 import secrets
 
 from arc_vllm.kv.extra_args import session_of_body
-from arc_vllm.serving.sessions import SessionError
+from arc_vllm.serving.metrics import CHAT, MESSAGES, RESPONSES
+from arc_vllm.serving.errors import SessionError
 
-CHAT, MESSAGES, RESPONSES = "chat", "messages", "responses"  # the APIs, as metrics label them
 
 # (where, name): "header" names are lower case; "body" a top-level field; "xargs" vllm_xargs.
 EVERY_API = (("body", "session_id"), ("header", "x-session-id"), ("xargs", "session_id"))

@@ -23,7 +23,7 @@ caller, so two callers never share one.
     asking(request, body)                  # the Who to check (None: nothing is checked)
     maker(request, body)                   # the Who a new session is recorded under (always)
 
-Run ``python -m arc_vllm.serving.ownership`` for an example.
+Run ``python -m arc_vllm.serving.sessions.ownership`` for an example.
 """
 
 from __future__ import annotations
@@ -32,9 +32,9 @@ import hashlib
 import hmac
 from dataclasses import dataclass
 
-from arc_vllm.serving.conversation_keys import (caller_of, check_identifiers, checked_id, end_user_of,
+from arc_vllm.serving.sessions.conversation_keys import (caller_of, check_identifiers, checked_id, end_user_of,
                                                 headers_of, key_of)
-from arc_vllm.serving.sessions import SessionError
+from arc_vllm.serving.errors import SessionError
 
 
 @dataclass(frozen=True)

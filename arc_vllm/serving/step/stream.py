@@ -3,7 +3,7 @@
     open_stream(...)   archive, render, start the first engine call: an error up to here is
                        an HTTP error (4xx), as for a non-streamed request
     relay(...)         vLLM's chat.completion.chunk events, decoded once, passed through
-                       ``HeldBack`` (``serving/stream_filter.py``): only what may still be an
+                       ``HeldBack`` (``serving/step/stream_filter.py``): only what may still be an
                        ARC command is held. When the generation held one, the client has seen
                        none of it: the command is served here and the continuation streams like
                        any answer.
@@ -19,42 +19,66 @@ requests still run one at a time.
 
 from __future__ import annotations
 
+import contextlib
 import json
 
-from arc_vllm.serving import compaction
-from arc_vllm.serving.apis import openai_error
-from arc_vllm.serving.chat import ChatStep, EngineError, answer_of, check_body
-from arc_vllm.serving.sessions import SessionError
-from arc_vllm.serving.stream_filter import HeldBack
-from arc_vllm.serving.tools import ARC_TOOL_NAMES
+from arc_vllm.serving.compaction import ask as compaction
+from arc_vllm.serving.compaction.ask import NOTHING_CONTINUED
+from arc_vllm.serving.errors import EngineError, openai_error, SessionError
+from arc_vllm.serving.step.chat import ChatStep, answer_of, answered_alone, check_body
+from arc_vllm.serving.step.stream_filter import HeldBack
+from arc_vllm.serving.step.tools import ARC_TOOL_NAMES
 
 
 async def open_stream(body: dict, session, engine, raw_request=None, **options):
     """Start a streamed step on ``engine`` (``options``: ``ChatStep``'s keywords); returns the
     iterator of its chunks. Raises ``SessionError`` or ``EngineError`` when the request fails
-    before its first chunk. A compaction answered alone (``serving/compaction.py``) streams
-    with no engine call."""
-    check_body(body, options.get("held", 0))
+    before its first chunk. A compaction answered alone (``serving/compaction/ask.py``) streams
+    with no engine call. The session's lock (the same context manager ``complete`` holds) is
+    taken here and let go when the last chunk has gone, or the request failed."""
+    check_body(body, options.get("continued", NOTHING_CONTINUED).held)
     if (body.get("n") or 1) > 1:
         raise SessionError("n: a streamed ARC answer has one choice (n=1); ask without stream "
                            "for several, or name no session")
-    await session.lock.acquire()
+    holding = contextlib.AsyncExitStack()
+    await holding.enter_async_context(session.lock)
     stream_options = body.get("stream_options") or {}
+    include_usage = bool(stream_options.get("include_usage"))
     step = None
     try:
         step = ChatStep(body, session, engine, raw_request, **options)
         if step.ask is not None and step.ask.alone:
-            result = compaction.response(step, body.get("model") or "")
-            session.lock.release()
-            return compaction.chunks(result, bool(stream_options.get("include_usage")))
+            result = answered_alone(step, body.get("model") or "")
+            await holding.aclose()
+            return alone_chunks(result, include_usage)
         events = await step.call(stream=True)
     except BaseException:
         if step is not None:  # what was archived is saved
             step.end()
-        session.lock.release()
+        await holding.aclose()
         raise
-    return relay(step, events, bool(stream_options.get("include_usage")),
-                 bool(stream_options.get("continuous_usage_stats")))
+    return relay(step, events, holding, include_usage, bool(stream_options.get("continuous_usage_stats")))
+
+
+def last_chunks(base: dict, finish_reason, usage, arc: dict, include_usage: bool) -> list[dict]:
+    """How every ARC stream ends: the ``finish_reason`` chunk, then (with ``include_usage``) the
+    usage chunk; ``arc`` rides the last of them."""
+    final = {**base, "choices": [{"index": 0, "delta": {}, "finish_reason": finish_reason}]}
+    if include_usage:
+        return [final, {**base, "choices": [], "usage": usage, "arc": arc}]
+    return [{**final, "arc": arc}]
+
+
+async def alone_chunks(result: dict, include_usage: bool):
+    """A compaction answered alone (``chat.answered_alone``) as the chunks of a stream."""
+    base = {key: result[key] for key in ("id", "created", "model")}
+    base["object"] = "chat.completion.chunk"
+    [choice] = result["choices"]
+    yield {**base, "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}]}
+    yield {**base, "choices": [{"index": 0, "delta": {"content": choice["message"]["content"]},
+                                "finish_reason": None}]}
+    for chunk in last_chunks(base, "stop", result["usage"], result["arc"], include_usage):
+        yield chunk
 
 
 def data_of(events: str):
@@ -100,7 +124,8 @@ class Generation:
         return answer_of({"content": self.content, "tool_calls": calls, "reasoning": self.reasoning})
 
 
-async def relay(step: ChatStep, events, include_usage: bool, continuous_usage: bool = False):
+async def relay(step: ChatStep, events, holding: contextlib.AsyncExitStack, include_usage: bool,
+                continuous_usage: bool = False):
     base, arc = None, None
     role_sent = False
     client_calls = 0  # the client's tool calls numbered across generations
@@ -145,12 +170,8 @@ async def relay(step: ChatStep, events, include_usage: bool, continuous_usage: b
             if finish == "tool_calls" and held.num_client_calls == client_calls:
                 finish = "stop"  # only ARC's calls were made, and the client saw none of them
             arc = step.end(generation.answer())
-            final = {**base, "choices": [{"index": 0, "delta": {}, "finish_reason": finish}]}
-            if include_usage:
-                yield final
-                yield {**base, "choices": [], "usage": generation.usage, "arc": arc}
-            else:
-                yield {**final, "arc": arc}
+            for chunk in last_chunks(base, finish, generation.usage, arc, include_usage):
+                yield chunk
             return
     except Exception as error:  # after the first event the status is sent: report in the stream
         body = error.body if isinstance(error, EngineError) else openai_error(
@@ -161,4 +182,4 @@ async def relay(step: ChatStep, events, include_usage: bool, continuous_usage: b
             await events.aclose()
         if arc is None:
             step.end()
-        step.session.lock.release()
+        await holding.aclose()

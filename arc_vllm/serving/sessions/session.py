@@ -1,35 +1,33 @@
-"""Server-side ARC sessions: one ArcContext per session, in host memory or in a store folder.
+"""One server-side ARC session: its ArcContext over its ObsStore, what it took in, and its records.
 
 A session owns taking a request's messages in (``take_in``: new messages found by their
 fingerprints, the task prefix fixed at the first request, every new observation archived
-before anything can hide it) and persisting itself (``save``). A request whose conversation
-starts as the session's did but then differs from what the session took in is a rewrite of
-its history (Claude Code's ``/compact``, an agent editing its own turns): the session takes
-the new history in as its conversation from now on, over the same store, so that everything
-stored before stays recallable by id and through the catalog (``rebase``).
+before anything can hide it). A request whose conversation starts as the session's did but
+then differs from what the session took in is a rewrite of its history (Claude Code's
+``/compact``, an agent editing its own turns): the session takes the new history in as its
+conversation from now on, over the same store, so that everything stored before stays
+recallable by id and through the catalog (``rebase``).
 
-With a store folder (``--arc-store-dir``) each session lives in ``DIR/<id>/``: ``store.arc``
-(the durable ObsStore, fsync on every append) and ``session.json`` (task prefix, budgets,
-the fingerprints of the messages taken in, the request count, the conversation's size
-without ARC and the context's state: turns, compaction state, catalog, recalled set), replaced
-atomically after each request. On start
-every session found there is opened again, so sessions survive a restart (kill -9 included)
-with every acknowledged observation. Ids are random; an id of one session never resolves in
-another, because each session has its own store.
+Its state is declared once: the fields of ``Session`` marked ``saved`` are what its storage
+keeps (``state()`` writes them by name with the tools, the context's snapshot and a summary;
+``from_state`` reads them by name, a key written by older code missing taking its default).
+Where it lives is its storage's (``sessions/storage.py``: host memory, a folder, ...): ``save``
+hands it the state after each request, and its store is the one the storage opens (a durable
+file, fsync on every append, for a folder). Ids are random; an id of one session never
+resolves in another, because each session has its own store.
 
-Sessions are created, found and ended by ``serving/session_manager.py``.
+Sessions are created, found and ended by ``serving/sessions/manager.py``.
 
-Run ``python -m arc_vllm.serving.sessions DIR`` to list the sessions kept in DIR.
+Run ``python -m arc_vllm.serving.sessions.session DIR`` to list the sessions kept in DIR.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-import os
 import time
 from collections import deque
-from dataclasses import fields
+from dataclasses import InitVar, dataclass, field, fields
 from pathlib import Path
 
 from arc_vllm.core.config import ArcConfig
@@ -87,65 +85,55 @@ def new_from(prints: list[str], known: list[str], held: int = 0, handoff: bool =
     return max(common_prefix(whole, known), held) - held
 
 
-def file_stamp(path: Path) -> tuple:
-    """Which file ``path`` is now: each save writes a new one (inode, time, size)."""
-    status = os.stat(path)
-    return status.st_ino, status.st_mtime_ns, status.st_size
+def saved(default=None, factory=None, help: str = ""):
+    """A field its storage keeps (``Session.state``), with its default for older states."""
+    if factory is not None:
+        return field(default_factory=factory, metadata={"saved": True, "help": help})
+    return field(default=default, metadata={"saved": True, "help": help})
 
 
-class SessionError(ValueError):
-    """A bad session request: ``status`` is the HTTP status to answer with."""
-
-    def __init__(self, message: str, status: int = 400):
-        super().__init__(message)
-        self.status = status
-
-
+@dataclass(eq=False)
 class Session:
-    def __init__(self, id: str, config: ArcConfig, counter, folder: Path | None,
-                 prefix: list[dict] | None = None, fingerprints: list[str] | None = None,
-                 full_tokens: int = 0, num_requests: int = 0, tools: list[dict] | None = None,
-                 context_state: dict | None = None, caller: str | None = None,
-                 records: list[dict] | None = None, client_id: str | None = None,
-                 num_rebases: int = 0, last_answer: dict | None = None,
-                 handoff_tokens: int = 0, num_handoffs: int = 0, tenant: str | None = None,
-                 user: str | None = None):
-        self.id = id
-        # Whose it is (``ownership.Who``: the key and gateway caller that made it, and the end
-        # user that request asserted): where callers are checked only they continue it.
-        # ``tenant`` None: made before sessions had an owner (open, as then).
-        self.tenant = tenant
-        self.user = user
-        self.handoff_tokens = handoff_tokens  # ARC's last handoff of it, as a client keeps it
-        self.num_handoffs = num_handoffs  # compactions answered from its store
-        # One record per ARC request (serving/chat.py ChatStep.end), the last MAX_RECORDS.
-        self.records: deque[dict] = deque(records or [], maxlen=MAX_RECORDS)
-        self.last_used = time.time()
-        self.caller = caller  # an implicit session's index scope (conversation_index.py); None: explicit
-        self.client_id = client_id  # the client's own id for the conversation, where it sends one
-        self.num_rebases = num_rebases  # rewrites of its history taken in
-        self.last_answer: dict | None = last_answer  # the assistant message the client last got
-        self.config = config
-        self.counter = counter
-        self.folder = folder
-        self.lock = asyncio.Lock()
-        self.store = (ObsStore.open(folder / "store.arc", fsync="always",
-                                    head_preview_chars=config.head_preview_chars,
-                                    tail_preview_chars=config.tail_preview_chars)
-                      if folder else ObsStore(head_preview_chars=config.head_preview_chars,
-                                              tail_preview_chars=config.tail_preview_chars))
-        self.fingerprints = fingerprints or []
-        self.prefix: list[dict] | None = None
-        self.full_tokens = full_tokens  # the conversation's size without ARC, beyond F
-        self.context: ArcContext | None = None
-        self.previous: ArcContext | None = None  # the context a rewritten history follows
-        self.previous_handed_off = False
-        self.num_requests = num_requests
-        # session.json as this process last wrote or read it: a sharing process that finds
-        # another file there (each save replaces it) reloads the session.
-        self.stamp: tuple | None = None
-        if prefix:
-            self.start(prefix, tools, context_state)
+    id: str
+    config: ArcConfig
+    counter: object                      # the serving model's token counter
+    storage: object = None               # where it lives beyond memory (``sessions/storage.py``); None: memory
+    # What its storage keeps, by name:
+    prefix: list[dict] | None = saved(help="the task prefix F, as the client sent it")
+    fingerprints: list[str] = saved(factory=list, help="of every message taken in, in order")
+    full_tokens: int = saved(0, help="the conversation's size without ARC, beyond F")
+    num_requests: int = saved(0)
+    caller: str | None = saved(help="an implicit session's index scope (conversation_index.py); None: explicit")
+    client_id: str | None = saved(help="the client's own id for the conversation, where it sends one")
+    num_rebases: int = saved(0, help="rewrites of its history taken in")
+    # Whose it is (``ownership.Who``: the key and gateway caller that made it, and the end user
+    # that request asserted): where callers are checked only they continue it. ``tenant`` None:
+    # made before sessions had an owner (open, as then).
+    tenant: str | None = saved()
+    user: str | None = saved()
+    handoff_tokens: int = saved(0, help="ARC's last handoff of it, as a client keeps it")
+    num_handoffs: int = saved(0, help="compactions answered from its store")
+    last_answer: dict | None = saved(help="the assistant message the client last got")
+    records: deque = saved(factory=deque, help="one per ARC request (step/chat.py), the last MAX_RECORDS")
+    last_used: float = saved(factory=time.time, help="wall-clock time of its last request")
+    # Rebuilt, not kept as fields: the tools and the context come back through ``start``.
+    tools: InitVar[list[dict] | None] = None
+    context_state: InitVar[dict | None] = None
+    # In this process only:
+    store: ObsStore = field(init=False)
+    context: ArcContext | None = field(init=False, default=None)
+    previous: ArcContext | None = field(init=False, default=None)  # the context a rewritten history follows
+    previous_handed_off: bool = field(init=False, default=False)
+    lock: asyncio.Lock = field(init=False, default_factory=asyncio.Lock)
+
+    def __post_init__(self, tools, context_state) -> None:
+        self.records = deque(self.records or [], maxlen=MAX_RECORDS)
+        self.fingerprints = list(self.fingerprints or [])
+        self.store = (self.storage.open_store(self) if self.storage is not None else
+                      ObsStore(head_preview_chars=self.config.head_preview_chars,
+                               tail_preview_chars=self.config.tail_preview_chars))
+        if self.prefix:
+            self.start(self.prefix, tools, context_state)
 
     def start(self, prefix: list[dict], tools: list[dict] | None = None,
               context_state: dict | None = None) -> None:
@@ -173,7 +161,7 @@ class Session:
         rewritten history, taken in with ARC's view from the start (``rebase``). Returns the
         conversation's size without ARC. Raises ValueError (a bad message, or a task prefix
         that cannot fit) with nothing stored. ``prints``: the messages' fingerprints, where the
-        request has them already (``serving/seen_conversations.py``)."""
+        request has them already (``serving/sessions/seen_conversations.py``)."""
         prints = self.fingerprints[:held] + (fingerprints(messages) if prints is None else prints)
         why = rebases(prints, self.fingerprints, held, handoff) if self.context is not None else None
         # Tools offered, or tool calls seen before: the user messages are the human's.
@@ -234,42 +222,30 @@ class Session:
         self.num_rebases += 1
 
     def state(self) -> dict:
-        """What ``session.json`` holds: everything ``from_state`` needs, by name."""
-        return {"id": self.id, "config": self.config.to_dict(),
-                "prefix": self.prefix, "fingerprints": self.fingerprints,
-                "tools": self.context.tools if self.context else None,
-                "full_tokens": self.full_tokens, "num_requests": self.num_requests,
-                "caller": self.caller, "client_id": self.client_id, "num_rebases": self.num_rebases,
-                "tenant": self.tenant, "user": self.user,
-                "handoff_tokens": self.handoff_tokens, "num_handoffs": self.num_handoffs,
-                "last_answer": self.last_answer,
-                "records": list(self.records), "summary": self.summary(),
-                "context": snapshot(self.context) if self.context else None}
+        """What its storage keeps: every ``saved`` field by name, the tools and the context's
+        snapshot (``core/snapshot.py``), and the summary a listing shows of an unloaded one."""
+        state = {spec.name: getattr(self, spec.name) for spec in fields(self) if spec.metadata.get("saved")}
+        state.update(id=self.id, config=self.config.to_dict(), records=list(self.records),
+                     tools=self.context.tools if self.context else None, summary=self.summary(),
+                     context=snapshot(self.context) if self.context else None)
+        return state
 
     @classmethod
-    def from_state(cls, state: dict, counter, folder: Path | None) -> "Session":
-        """The session ``state`` (``state()``, as ``session.json`` holds it) describes, every
-        value passed by name: a parameter added or reordered never shifts a stored value into
-        another. Keys a session written by older code lacks take their defaults."""
-        session = cls(state["id"], ArcConfig(**state["config"]), counter, folder,
-                      prefix=state.get("prefix"), fingerprints=state.get("fingerprints"),
-                      full_tokens=state.get("full_tokens", 0), num_requests=state.get("num_requests", 0),
-                      tools=state.get("tools"), context_state=state.get("context"),
-                      caller=state.get("caller"), records=state.get("records"),
-                      client_id=state.get("client_id"), num_rebases=state.get("num_rebases", 0),
-                      last_answer=state.get("last_answer"), handoff_tokens=state.get("handoff_tokens", 0),
-                      num_handoffs=state.get("num_handoffs", 0), tenant=state.get("tenant"),
-                      user=state.get("user"))
-        session.last_used = (state.get("summary") or {}).get("last_used", session.last_used)
-        return session
+    def from_state(cls, state: dict, counter, storage=None) -> "Session":
+        """The session ``state`` (``state()``) describes, every value by name: a field added or
+        reordered never shifts a stored value into another, and one a session written by older
+        code lacks takes its default (its last use, once only in the summary, is read there)."""
+        given = {spec.name: state[spec.name] for spec in fields(cls)
+                 if spec.metadata.get("saved") and state.get(spec.name) is not None}
+        if "last_used" not in given and (state.get("summary") or {}).get("last_used") is not None:
+            given["last_used"] = state["summary"]["last_used"]
+        return cls(state["id"], ArcConfig(**state["config"]), counter, storage, tools=state.get("tools"),
+                   context_state=state.get("context"), **given)
 
     def save(self) -> None:
-        if self.folder is None:
-            return
-        temporary = self.folder / "session.json.tmp"
-        temporary.write_text(json.dumps(self.state()))
-        os.replace(temporary, self.folder / "session.json")
-        self.stamp = file_stamp(self.folder / "session.json")
+        """Hand its state to its storage (nothing to do in memory)."""
+        if self.storage is not None:
+            self.storage.save(self)
 
     def summary(self) -> dict:
         """What a list of sessions shows (also kept in session.json, for an unloaded one)."""
@@ -285,7 +261,7 @@ class Session:
         return {**self.summary(), "occurrences": len(self.store.occurrences),
                 "payload_bytes": self.store.num_payload_bytes,
                 "recalls": self.context.recall.num_recalls if self.context else 0,
-                "durable": self.folder is not None, "budgets": self.config.to_dict(),
+                "durable": bool(getattr(self.storage, "durable", False)), "budgets": self.config.to_dict(),
                 "budget_tokens": self.config.input_budget_tokens}
 
     def close(self) -> None:

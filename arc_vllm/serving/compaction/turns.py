@@ -3,7 +3,7 @@ its model for a summary of the conversation, and the form of answer it expects.
 
 Agents compact on their own when they believe the window is near: an ordinary request whose
 last user message asks the model to summarise everything so far. ARC answers such a turn from
-its store instead (``serving/compaction.py``: no model call, nothing lost), so it must know
+its store instead (``serving/compaction/ask.py``: no model call, nothing lost), so it must know
 one when it sees it:
 
     client       recognised by                                            answer's form
@@ -22,7 +22,7 @@ the client's instruction to its model, not an observation: it is taken out befor
 request's messages are archived (``without_prompt``). To add a client, add a row to
 ``KNOWN_PROMPTS`` (and a test with its recorded prompt).
 
-Run ``python -m arc_vllm.serving.compaction_turns`` for an example.
+Run ``python -m arc_vllm.serving.compaction.turns`` for an example.
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ from dataclasses import dataclass
 
 from arc_vllm.core.transcript import TEXT_PART_TYPES
 from arc_vllm.kv.extra_args import compaction_of_body
+from arc_vllm.serving.errors import SessionError
 
 PLAIN, SUMMARY_TAGS = "plain", "summary-tags"
 FORMS = (PLAIN, SUMMARY_TAGS)
@@ -58,10 +59,6 @@ class CompactionTurn:
     client: str                   # a KNOWN_PROMPTS client, or "marked" (header / vllm_xargs)
     form: str                     # PLAIN or SUMMARY_TAGS
     prompt_index: int | None      # the message holding the prompt (None: it holds none)
-
-
-class BadMarker(ValueError):
-    """An explicit marker that names no form."""
 
 
 def _texts(message: dict) -> list[str]:
@@ -91,7 +88,7 @@ def _codex_says_compaction(headers: dict[str, str]) -> bool:
 
 def recognise(headers: dict[str, str], body: dict, messages: list[dict]) -> CompactionTurn | None:
     """The compaction turn a request is, or None. ``messages``: its chat messages (every API's
-    request as the ARC path runs it). Raises ``BadMarker`` for an explicit marker naming no
+    request as the ARC path runs it). Raises ``SessionError`` (400) for an explicit marker naming no
     form."""
     last = next((index for index in range(len(messages) - 1, -1, -1)
                  if isinstance(messages[index], dict) and messages[index].get("role") == "user"), None)
@@ -103,7 +100,7 @@ def recognise(headers: dict[str, str], body: dict, messages: list[dict]) -> Comp
     marked = headers.get(MARKER_HEADER) if marked is None else marked
     if marked is not None:
         if marked not in FORMS:
-            raise BadMarker(f"{MARKER_HEADER} / vllm_xargs.arc_compaction: {str(marked)[:40]!r} is not one of "
+            raise SessionError(f"{MARKER_HEADER} / vllm_xargs.arc_compaction: {str(marked)[:40]!r} is not one of "
                             f"{', '.join(FORMS)}")
         return CompactionTurn("marked", marked, last if last == len(messages) - 1 else None)
     if known is not None:

@@ -7,7 +7,7 @@
     strip_arc_calls(response)       ARC's tool calls never reach the client
 
 A tool call becomes a ``Command`` object directly (``command_of_call``); text goes through
-the one grammar (``core/commands.py``). Run ``python -m arc_vllm.serving.tools`` to print
+the one grammar (``core/commands.py``). Run ``python -m arc_vllm.serving.step.tools`` to print
 the command of a sample call.
 """
 

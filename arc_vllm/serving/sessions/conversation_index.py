@@ -3,7 +3,7 @@
 Clients of an OpenAI- or Anthropic-compatible server resend the whole conversation on every
 request, so a conversation is recognised by the fingerprints of its messages
 (``core/transcript.py`` ``fingerprint``, the same that tell a session which messages are
-new), within a scope: the caller (``serving/conversation_keys.py``: the API key, ``user``),
+new), within a scope: the caller (``serving/sessions/conversation_keys.py``: the API key, ``user``),
 and, where the client names its conversation itself (Claude Code's session id, Codex's
 ``prompt_cache_key``), that id too. Two callers never share a session, whatever they send.
 
@@ -35,10 +35,10 @@ good. A forgotten session is still there by its id; only a conversation that nam
 starts a new one. Processes that share a store folder share the index too, one small file per
 conversation start (``state``/``from_state``; ``SessionManager.for_conversation``).
 
-A front over several servers (the Ray front, ``serving/ray_serve.py``) keeps a conversation on
+A front over several servers (the Ray front, ``serving/ray/front.py``) keeps a conversation on
 one server by ``routing_key``, from the same keys.
 
-Run ``python -m arc_vllm.serving.conversation_index`` for an example.
+Run ``python -m arc_vllm.serving.sessions.conversation_index`` for an example.
 """
 
 from __future__ import annotations
@@ -47,9 +47,10 @@ import hashlib
 from collections import OrderedDict
 
 from arc_vllm.core.transcript import fingerprint
-from arc_vllm.serving.conversation_keys import (ARC_RESPONSE, RESPONSES, SESSION_HEADER, caller_of,
-                                                conversation_of, session_named)
-from arc_vllm.serving.sessions import SessionError
+from arc_vllm.serving.errors import SessionError
+from arc_vllm.serving.metrics import RESPONSES
+from arc_vllm.serving.sessions.conversation_keys import (ARC_RESPONSE, SESSION_HEADER, caller_of, conversation_of,
+                                                         session_named)
 
 
 MAX_INDEXED = 65536  # sessions found by their conversation, the most recently used
@@ -73,7 +74,7 @@ def chain(scope: str, prints: list[str]) -> list[str]:
 
 def routing_key(api: str | None, headers: dict[str, str], body) -> str | None:
     """The key every request of one session or conversation shares, for a front that assigns
-    them to one server (``serving/ray_serve.py``), from the keys above: the session named (or
+    them to one server (``serving/ray/front.py``), from the keys above: the session named (or
     that ARC's ``previous_response_id`` names), else, for a conversational API (``api``), the
     client's own conversation id or the conversation's start (its system text and first
     message, Anthropic's moving ``cache_control`` marks left out), with the caller. (A
@@ -129,7 +130,7 @@ class ConversationIndex:
     def find(self, scope: str, prints: list[str], keys: list[str] | None = None) -> str | None:
         """The session whose conversation (as last left, or as a request in flight has it) the
         messages of ``prints`` extend (the longest), or None. ``keys``: ``chain(scope, prints)``,
-        where the caller has it (``serving/seen_conversations.py``); so for the methods below."""
+        where the caller has it (``serving/sessions/seen_conversations.py``); so for the methods below."""
         for key in reversed(chain(scope, prints) if keys is None else keys):
             id = self.sessions.get(key)
             if id is None and key in self.held:

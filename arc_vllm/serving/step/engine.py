@@ -1,5 +1,5 @@
 """The engine an ARC step calls: vLLM's chat handler (``OpenAIServingChat``), the KV warm-up
-that runs before each call with ``--arc-kv-reuse`` (``serving/kv_warmup.py``), and vLLM's chat
+that runs before each call with ``--arc-kv-reuse`` (``serving/step/kv_warmup.py``), and vLLM's chat
 request model (``ChatCompletionRequest``). Built once per API server, in the plugin's
 ``init_state`` (``app.state.arc_engine``); every step of every API uses that one.
 
@@ -10,7 +10,7 @@ request model (``ChatCompletionRequest``). Built once per API server, in the plu
     tools_of(request)               its tools as vLLM hands them to the chat template
     await engine.create(request, raw_request)   the chat handler's answer (or event generator)
 
-A step builds its engine request once (``serving/chat.py``) and copies it for each engine call
+A step builds its engine request once (``serving/step/chat.py``) and copies it for each engine call
 with the call's messages and room (pydantic's ``model_copy``: nothing is validated twice).
 ``ChatEngine()`` alone (no handler) checks and counts: ``POST /v1/messages/count_tokens`` and
 tests use it that way (``tests/test_serving_chat.py`` runs steps over one with a stand-in handler).
@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from pydantic import ValidationError
 
-from arc_vllm.serving.sessions import SessionError
+from arc_vllm.serving.errors import SessionError, validation_message
 
 
 class ChatEngine:
@@ -43,14 +43,7 @@ class ChatEngine:
         try:
             return self.request_class(**fields)
         except ValidationError as error:
-            problems = {}
-            for problem in error.errors():
-                path = "".join(f"[{part}]" if isinstance(part, int) else f".{part}"
-                               for part in item_path(problem["loc"], first_message)
-                               if not (isinstance(part, str) and part[:1].isupper()))  # union members
-                problems.setdefault(path.lstrip(".") or "body", problem["msg"])
-            raise SessionError("; ".join(f"{path}: {message}"
-                                         for path, message in list(problems.items())[:3])) from None
+            raise SessionError(validation_message(error.errors(), first_message)) from None
 
     def check(self, fields: dict, first_new: int, asked: int | None):
         """vLLM's request of a chat body's ``fields`` (whose ``messages`` are those from
@@ -75,11 +68,3 @@ def tools_of(request) -> list[dict] | None:
     prompt the engine gets (None: no tools)."""
     return [tool.model_dump() for tool in request.tools] if request.tools else None
 
-
-def item_path(loc, first_item: int) -> list:
-    """A validation error's location (pydantic's ``loc``), its item index as the client numbers
-    its items, where only those from ``first_item`` on were validated."""
-    loc = list(loc)
-    if loc[:1] in (["messages"], ["input"]) and len(loc) > 1 and isinstance(loc[1], int):
-        loc[1] += first_item
-    return loc

@@ -1,0 +1,16 @@
+"""Sessions: who a request is, which session it continues, and the sessions themselves.
+
+    session             one session: its context, store and records, taken in and saved
+    manager             every session of one API process: created, found, held, ended
+    conversation_keys   the wire keys: the session a request names, its caller, the client's
+                        own conversation id
+    conversation_index  an implicit session by its conversation (the client's id, or the
+                        fingerprints of its messages)
+    seen_conversations  a resent conversation fingerprinted only past what was seen
+    ownership           whose a session is, and who may continue or read it
+    locks               a session's lock across processes
+
+May import: ``arc_vllm.core``, ``arc_vllm.kv`` (its wire keys), the base modules, and the
+serving leaves (``errors``, ``metrics``, ``processes``); nothing of compaction, step, apis or
+the routes.
+"""

@@ -1,0 +1,251 @@
+"""Sessions in a folder (``--arc-store-dir DIR``): the storage ``sessions/storage.py`` describes.
+
+    DIR/<id>/store.arc       the session's ObsStore, durable (fsync on every append)
+    DIR/<id>/session.json    its state (``Session.state``), replaced atomically after each request
+    DIR/<id>/session.lock    with ``shared``: held by the process serving a request of it
+    DIR/.conversations/      with ``shared``: the conversation index, a file per conversation
+                             start (``<key>.json``, its ``.lock`` beside it)
+
+A process that owns the folder (not ``shared``) opens every stored session at start, so
+sessions survive a restart (kill -9 included) with every acknowledged observation. With
+``shared`` (several API servers or replicas over one folder) a request holds its session's
+file lock for its whole length and reloads the session where another process wrote it since
+(``held``); finding and creating an implicit session is one step under the lock of its
+conversation start's index file. The OS drops a lock whose holder died.
+
+Run ``python -m arc_vllm.serving.sessions.folder DIR`` to list the sessions a folder holds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import shutil
+import time
+from pathlib import Path
+
+from arc_vllm.core.store import ObsStore
+from arc_vllm.serving.errors import SessionBusy
+from arc_vllm.serving.sessions import locks
+from arc_vllm.serving.sessions.conversation_index import ConversationIndex, chain
+from arc_vllm.serving.sessions.conversation_keys import is_text
+from arc_vllm.serving.sessions.ownership import allows
+from arc_vllm.serving.sessions.session import Session
+from arc_vllm.serving.sessions.storage import SESSION_ID, MemoryStorage, SessionStorage
+
+logger = logging.getLogger(__name__)
+
+INDEX_FOLDER = ".conversations"
+SHARED_PER_START = 256  # sessions a shared index file holds, the most recently remembered
+
+
+def file_stamp(path: Path) -> tuple:
+    """Which file ``path`` is now: each save writes a new one (inode, time, size)."""
+    status = os.stat(path)
+    return status.st_ino, status.st_mtime_ns, status.st_size
+
+
+def repaired_client_id(client_id, folder: Path):
+    """A stored client id as text that can be written: one stored before ids were checked may
+    hold a lone surrogate, which would break every listing; it is kept escaped, with a warning."""
+    if isinstance(client_id, str) and not is_text(client_id):
+        logger.warning("session %s: its client id is not valid text; kept escaped", folder.name)
+        return client_id.encode("utf-8", "backslashreplace").decode("utf-8")
+    return client_id
+
+
+def read_index(path: Path) -> ConversationIndex:
+    try:
+        state = json.loads(path.read_text())
+    except (OSError, ValueError):  # none yet (or unreadable: rebuilt from the next requests)
+        state = {}
+    index = ConversationIndex.from_state(state, time.time())
+    index.max_sessions = SHARED_PER_START
+    return index
+
+
+def write_index(path: Path, index: ConversationIndex) -> None:
+    temporary = path.with_suffix(".tmp")
+    temporary.write_text(json.dumps(index.state(time.time())))
+    os.replace(temporary, path)
+
+
+def storage_for(store_dir=None, shared: bool = False, lock_timeout_s: float = 60.0) -> SessionStorage:
+    """The storage ``--arc-store-dir`` (and ``--arc-shared-sessions``) name: a folder, or host memory."""
+    if shared and not store_dir:
+        raise ValueError("shared sessions (several API servers or replicas) need a store "
+                         "folder every process can reach: --arc-store-dir DIR")
+    return FolderStorage(store_dir, shared, lock_timeout_s) if store_dir else MemoryStorage()
+
+
+class FolderStorage(SessionStorage):
+    durable = True
+
+    def __init__(self, folder, shared: bool = False, lock_timeout_s: float = 60.0):
+        super().__init__()
+        self.folder = Path(folder)
+        self.folder.mkdir(parents=True, exist_ok=True)
+        self.shared = shared
+        self.lock_timeout_s = lock_timeout_s
+        self.stamps: dict[str, tuple] = {}  # session.json as this process last wrote or read it
+
+    def place(self, id) -> Path | None:
+        """The folder of the stored session ``id``: only an id of ARC's form is looked for (a
+        5,000-character one, a path, is no session), and only a folder holding a session."""
+        if not isinstance(id, str) or not SESSION_ID.fullmatch(id):
+            return None
+        folder = self.folder / id
+        return folder if (folder / "session.json").exists() else None
+
+    def exists(self, id) -> bool:
+        return self.place(id) is not None
+
+    def open_store(self, session) -> ObsStore:
+        return ObsStore.open(self.folder / session.id / "store.arc", fsync="always",
+                             head_preview_chars=session.config.head_preview_chars,
+                             tail_preview_chars=session.config.tail_preview_chars)
+
+    def new(self, id: str, make):
+        (self.folder / id).mkdir()
+        session = make(self)
+        self.save(session)
+        if self.shared:  # held by no request yet: any process may take it
+            session.store.release()
+        return session
+
+    def save(self, session) -> None:
+        target = self.folder / session.id / "session.json"
+        temporary = target.with_suffix(".json.tmp")
+        temporary.write_text(json.dumps(session.state()))
+        os.replace(temporary, target)
+        self.stamps[session.id] = file_stamp(target)
+
+    def load(self, id, counter):
+        folder = self.place(id)
+        if folder is None:
+            return None
+        state = json.loads((folder / "session.json").read_text())
+        state["client_id"] = repaired_client_id(state.get("client_id"), folder)
+        session = Session.from_state(state, counter, self)
+        self.stamps[id] = file_stamp(folder / "session.json")
+        return session
+
+    def stored_ids(self) -> list[str]:
+        return sorted(folder.name for folder in self.folder.iterdir() if self.place(folder.name))
+
+    def delete(self, id: str) -> None:
+        self.stamps.pop(id, None)
+        shutil.rmtree(self.folder / id, ignore_errors=True)
+
+    def listing(self, skip, who) -> list[dict]:
+        rows = []
+        for folder in self.folder.iterdir():
+            if folder.name in skip or not self.place(folder.name):
+                continue
+            try:
+                state = json.loads((folder / "session.json").read_text())
+            except (OSError, ValueError):
+                continue  # being replaced by another process: listed next time
+            if who is not None and not allows(state.get("tenant"), state.get("user"), who, write=False):
+                continue
+            summary = dict(state.get("summary") or {"id": state.get("id", folder.name)})
+            if "client_id" in summary:
+                summary["client_id"] = repaired_client_id(summary["client_id"], folder)
+            rows.append(summary)
+        return rows
+
+    @contextlib.asynccontextmanager
+    async def held(self, id: str, cached, counter):
+        if not self.shared:  # this process owns the folder: its copy is the session
+            yield cached if cached is not None else self.load(id, counter)
+            return
+        lock = await locks.take_async(self.folder / id / "session.lock", self.lock_timeout_s)
+        try:
+            session = await asyncio.to_thread(self.check_out, id, cached, counter)
+            try:
+                yield session
+            finally:
+                if session is not None:
+                    session.store.release()
+        finally:
+            lock.release()
+
+    def check_out(self, id: str, cached, counter):
+        """Under the session's lock: ``cached`` if still current, else the folder's."""
+        if cached is not None:
+            unchanged = cached.store.reacquire(self.lock_timeout_s)
+            if unchanged and self.stamps.get(id) == file_stamp(self.folder / id / "session.json"):
+                return cached
+            cached.close()
+        return self.load(id, counter)
+
+    def index_file(self, scope: str, prints: list[str]) -> Path:
+        """The shared index file of the conversations of ``scope`` that start as ``prints``."""
+        folder = self.folder / INDEX_FOLDER
+        folder.mkdir(exist_ok=True)
+        return folder / f"{chain(scope, prints[:1])[0]}.json"
+
+    @contextlib.asynccontextmanager
+    async def conversations(self, scope: str, prints: list[str], until: float = float("inf")):
+        if not self.shared or not prints:
+            yield self.index
+            return
+        path = self.index_file(scope, prints)
+        lock = await locks.take_async(path.with_suffix(".lock"), self.lock_timeout_s)
+        try:
+            index = read_index(path)
+            yield index
+            write_index(path, index)
+        finally:
+            lock.release()
+
+    def forget(self, id: str) -> None:
+        # A shared index's entries for an id gone are dropped when next found (``manager.route``).
+        self.index.forget(id)
+
+    def expire(self, retention_s: float, busy) -> list[str]:
+        """Remove the stored sessions unused for ``retention_s`` (their last request wrote
+        session.json), none serving a request (``busy(id)``; under its file lock when shared);
+        take the folder's size; and, shared, drop index files unused as long."""
+        removed, total = [], 0
+        for folder in list(self.folder.iterdir()):
+            if not self.place(folder.name):
+                continue
+            id = folder.name
+            try:
+                unused = time.time() - (folder / "session.json").stat().st_mtime
+            except OSError:  # removed meanwhile by another process
+                continue
+            if unused <= retention_s or busy(id):
+                total += sum(path.stat().st_size for path in folder.iterdir() if path.is_file())
+                continue
+            try:
+                lock = locks.take(folder / "session.lock", 0) if self.shared else None
+            except SessionBusy:  # another process serves it now
+                continue
+            try:
+                self.delete(id)
+            finally:
+                if lock is not None:
+                    lock.release()
+            removed.append(id)
+        for path in (self.folder / INDEX_FOLDER).glob("*.json") if self.shared else ():
+            try:
+                if time.time() - path.stat().st_mtime > retention_s:
+                    path.unlink()
+            except OSError:  # replaced or removed by another process meanwhile
+                pass
+        self.bytes = total
+        return removed
+
+
+if __name__ == "__main__":
+    import sys
+
+    storage = FolderStorage(sys.argv[1])
+    for id in storage.stored_ids():
+        state = json.loads((storage.folder / id / "session.json").read_text())
+        print(id, state["config"]["context_window"], (state.get("summary") or {}).get("requests"))
