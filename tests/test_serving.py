@@ -94,7 +94,9 @@ def test_sessions_are_isolated_and_resending_archives_nothing_twice(arc_server):
     assert status == 404 and second["id"] in error["error"]["message"]
     # A recall of the first session's id inside the second session fails, with no hint of it.
     response = client.chat.completions.create(
-        model=model, messages=[{"role": "user", "content": "task"}], max_tokens=12,
+        # Greedy: the grammar allows every spelling of the choice, and a sampled one of many
+        # short tokens would not fit (the shared server's sampler state is other tests' too).
+        model=model, messages=[{"role": "user", "content": "task"}], max_tokens=12, temperature=0,
         extra_body={"vllm_xargs": {"arc_session": second["id"], "arc_debug": 1},
                     "structured_outputs": {"choice": [f"_recall §{id}"]}})
     shown = json.dumps(response.model_extra["arc"]["views"], ensure_ascii=False)
