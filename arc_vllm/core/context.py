@@ -503,17 +503,28 @@ class ArcContext:
         return (self.budgets.prefix + humans_tokens + summary_tokens
                 + self.sizer.text(self._page()) + self._recent_tokens() + self._recalled()[1])
 
-    def snapshot(self) -> dict:
+    def snapshot(self, growing: bool = True) -> dict:
         """What besides the store rebuilds this context's view exactly: the turns, the compaction
         state, H's forms, the step and counters, and each part's own state (``Catalog.state``,
         ``CitationBook.state``, ``RecallController.state``). ``core/snapshot.py`` writes it with
-        its format's version. (Not ``state()``: ``state`` is the compaction state.)"""
-        return {"turns": [turn.state() for turn in self.turns], "state": asdict(self.state), "step": self.step,
-                "forms": [[index, form] for index, form in sorted(self._forms.items())],
-                **self.catalog.state(), **self.book.state(), **self.recall.state(), **self.humans.state(),
-                **({"native": True} if self.native else {}),
-                "counts": {"proactive": self.num_proactive, "reactive": self.num_reactive,
-                           "forced": self.num_forced, "last_tokens": self._last_tokens}}
+        its format's version. (Not ``state()``: ``state`` is the compaction state.) Without
+        ``growing``, the parts that only grow (``growing()``) are left out: a store that appends
+        them writes only what is new (``serving/sessions/parts.py``); the rest stays bounded by
+        the budgets."""
+        state = {"state": asdict(self.state), "step": self.step,
+                 "forms": [[index, form] for index, form in sorted(self._forms.items())],
+                 **self.recall.state(), **self.humans.state(), **({"native": True} if self.native else {}),
+                 "counts": {"proactive": self.num_proactive, "reactive": self.num_reactive,
+                            "forced": self.num_forced, "last_tokens": self._last_tokens}}
+        if not growing:
+            return {**state, "catalog": {"current": self.catalog.current}}
+        return {"turns": [turn.state() for turn in self.turns], **state, **self.catalog.state(), **self.book.state()}
+
+    def growing(self) -> dict:
+        """The parts of its snapshot that only grow while it lives (the turns, the catalog's order,
+        the Cited set), as the live collections: ``snapshot`` writes them as ``turns``,
+        ``catalog.entries`` and ``cited``."""
+        return {"turns": self.turns, "catalog": self.catalog.entries, "cited": self.book.cited}
 
     @classmethod
     def from_snapshot(cls, config, counter, store, prefix: list[dict], tools: list[dict] | None,

@@ -20,13 +20,14 @@ from __future__ import annotations
 VERSION = 1
 
 
-def snapshot(context) -> dict:
+def snapshot(context, growing: bool = True) -> dict:
     """``context``'s state as plain JSON types, with this format's version. Each class writes
     its own part (``ArcContext.snapshot``, ``Catalog.state``, ``CitationBook.state``,
     ``RecallController.state``); a key added to one must keep version 1 readable, or raise
     VERSION with a reader of the old form (a stored snapshot, ``tests/fixtures/stored_sessions``,
-    reloads in every later version)."""
-    return {"version": VERSION, **context.snapshot()}
+    reloads in every later version). Without ``growing``: the parts that only grow are left
+    out (``ArcContext.growing``), for a store that appends them."""
+    return {"version": VERSION, **context.snapshot(growing)}
 
 
 def restore(config, counter, store, prefix: list[dict], tools: list[dict] | None, state: dict,

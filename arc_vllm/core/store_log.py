@@ -1,4 +1,5 @@
-"""The ObsStore's backends: host memory (nothing to write) and a durable append-only file.
+"""The ObsStore's backends: host memory (nothing to write), a durable append-only file, and
+frames kept for a store elsewhere (``FrameLog``: a session store in Redis pushes them).
 
 File layout (format version 1):
 
@@ -9,6 +10,8 @@ File layout (format version 1):
                        b"R" repeated occurrence: i64 step, then the visible id string
 
 One ``ObsStore.append`` writes exactly one frame, so an append is all there or not at all.
+A frame (``new_frame``, ``repeat_frame``; read back by ``frame_event``) is the same wherever it
+is kept: a file holds them one after another, a Redis list one per element.
 On open every frame is checked; a bad frame with no good frame after it is a torn tail
 (a crash mid-write): it is cut off with a warning and every earlier frame is kept. A bad
 frame *followed* by good ones is damage in the middle: opening fails and changes nothing,
@@ -96,8 +99,83 @@ class MemoryLog:
         return True  # no other process can reach host memory
 
 
+class FrameLog(MemoryLog):
+    """Records kept as frames for a store elsewhere (a session in Redis): ``frames`` (what it
+    held when made, checked) are replayed on open, and each append is kept as its frame until
+    its owner takes it (``take``) and writes it; an append its owner could not write is dropped
+    with the store that made it (nothing half-written is kept)."""
+
+    def __init__(self, frames=(), where: str = "store"):
+        self.path = where
+        self._events = [frame_event(frame, where, index) for index, frame in enumerate(frames)]
+        self.pending: list[bytes] = []
+
+    def events(self) -> Iterator[NewEvent | RepeatEvent]:
+        events, self._events = self._events, []
+        return iter(events)
+
+    def append_new(self, step, returncode, full_id, visible_id, signature_bytes, content_bytes):
+        self.pending.append(new_frame(step, returncode, full_id, visible_id, signature_bytes, content_bytes))
+
+    def append_repeat(self, step, visible_id):
+        self.pending.append(repeat_frame(step, visible_id))
+
+    def take(self) -> list[bytes]:
+        """The frames appended since the last ``take``, in order."""
+        frames, self.pending = self.pending, []
+        return frames
+
+
 def _string(data: bytes) -> list[bytes]:
     return [LENGTH.pack(len(data)), data]
+
+
+def new_parts(step, returncode, full_id, visible_id, signature_bytes, content_bytes) -> list[bytes]:
+    """The payload of a new observation's record, in parts (a large body is not copied)."""
+    return [b"N", NEW_FIXED.pack(step, returncode is not None, returncode or 0),
+            *_string(full_id.encode()), *_string(visible_id.encode()),
+            *_string(signature_bytes), *_string(content_bytes)]
+
+
+def repeat_parts(step, visible_id) -> list[bytes]:
+    return [b"R", REPEAT_FIXED.pack(step), *_string(visible_id.encode())]
+
+
+def framed(parts: list[bytes]) -> list[bytes]:
+    """A payload's parts behind the frame header (sync, length, CRC-32 of the payload)."""
+    crc = 0
+    length = 0
+    for part in parts:
+        crc = zlib.crc32(part, crc)
+        length += len(part)
+    return [FRAME.pack(SYNC, length, crc), *parts]
+
+
+def new_frame(step, returncode, full_id, visible_id, signature_bytes, content_bytes) -> bytes:
+    """One new observation's record as one frame."""
+    return b"".join(framed(new_parts(step, returncode, full_id, visible_id, signature_bytes, content_bytes)))
+
+
+def repeat_frame(step, visible_id) -> bytes:
+    """A repeated occurrence's record as one frame."""
+    return b"".join(framed(repeat_parts(step, visible_id)))
+
+
+def event_frame(event: NewEvent | RepeatEvent) -> bytes:
+    """A record read back (``events``), as its frame again (to copy a store elsewhere)."""
+    if isinstance(event, NewEvent):
+        return new_frame(event.step, event.returncode, event.full_id, event.id, event.signature.encode(),
+                         event.content.encode())
+    return repeat_frame(event.step, event.id)
+
+
+def frame_event(frame: bytes, where="store", index: int = 0) -> NewEvent | RepeatEvent:
+    """The record one whole frame holds; ``StoreCorruptError`` if it is not one intact frame."""
+    read = _read_frame(frame, 0, len(frame))
+    if read is None or read[1] != len(frame):
+        raise StoreCorruptError(f"{where}: record {index} is damaged (its checksum or length does not "
+                                "match); refusing to open (nothing was changed)")
+    return _decode(read[0], where)
 
 
 class FileLog:
@@ -172,22 +250,14 @@ class FileLog:
 
     # -- appending -----------------------------------------------------------------------
     def append_new(self, step, returncode, full_id, visible_id, signature_bytes, content_bytes):
-        parts = [b"N", NEW_FIXED.pack(step, returncode is not None, returncode or 0),
-                 *_string(full_id.encode()), *_string(visible_id.encode()),
-                 *_string(signature_bytes), *_string(content_bytes)]
-        self._write(parts)
+        self._write(new_parts(step, returncode, full_id, visible_id, signature_bytes, content_bytes))
 
     def append_repeat(self, step, visible_id):
-        self._write([b"R", REPEAT_FIXED.pack(step), *_string(visible_id.encode())])
+        self._write(repeat_parts(step, visible_id))
 
     def _write(self, parts: list[bytes]) -> None:
-        crc = 0
-        length = 0
-        for part in parts:
-            crc = zlib.crc32(part, crc)
-            length += len(part)
-        frame = [FRAME.pack(SYNC, length, crc), *parts]
-        total = FRAME.size + length
+        frame = framed(parts)
+        total = sum(len(part) for part in frame)
         try:
             written = 0
             while written < total:
