@@ -11,6 +11,8 @@
     arc-vllm profile [--engine vllm|torch] [--model M] [--trace results.jsonl] --out DIR
                                 the roofline checked against the engine on this machine
     arc-vllm prepare-model      convert the embedded default model once (set-up does this)
+    arc-vllm store copy SRC DST [--session ID ...]
+                                move sessions between stores (a folder, redis://...), exactly
 
 Run ``arc-vllm --help`` or ``arc-vllm replay --help``.
 """
@@ -323,6 +325,34 @@ def _prepare_model(parser, args, argv: list[str]) -> int:
     return 0
 
 
+def _store_parser(commands) -> argparse.ArgumentParser:
+    store = commands.add_parser("store", help="the session store: copy sessions between a folder and Redis")
+    actions = store.add_subparsers(dest="action", required=True)
+    copy = actions.add_parser("copy", help="copy sessions exactly from SRC to DST (a folder, or "
+                              "redis://HOST:PORT/DB, rediss://, unix://); the views they give are the same")
+    copy.add_argument("source", metavar="SRC")
+    copy.add_argument("target", metavar="DST")
+    copy.add_argument("--session", action="append", default=None, metavar="ID",
+                      help="only this session (repeat for more; default: every stored session)")
+    return store
+
+
+def _store(parser, args, argv: list[str]) -> int:
+    import asyncio
+
+    from arc_vllm.core.store_log import StoreLockedError
+    from arc_vllm.serving.errors import SessionError
+    from arc_vllm.serving.sessions.store_copy import copy_sessions
+
+    try:
+        copied = asyncio.run(copy_sessions(args.source, args.target, args.session))
+    except (ValueError, SessionError, StoreLockedError) as error:
+        print(f"arc-vllm store copy: {error}", file=sys.stderr)
+        return 1
+    print(f"copied {len(copied)} session(s) from {args.source} to {args.target}")
+    return 0
+
+
 def _serve(argv: list[str]) -> int:
     """Everything after ``serve`` belongs to vLLM's parser (and ARC's --arc-* options)."""
     from arc_vllm.serving.serve_arguments import given
@@ -351,7 +381,7 @@ def _profile(argv: list[str]) -> int:
 # Parsed here: (add its parser, run it). Its own parser: (the words that name it, run it), listed
 # in --help by a placeholder parser without its options.
 SUBCOMMANDS = ((_replay_parser, _replay), (_bench_parser, _bench), (_report_parser, _report_command),
-               (_cost_parser, _cost), (_prepare_model_parser, _prepare_model))
+               (_cost_parser, _cost), (_prepare_model_parser, _prepare_model), (_store_parser, _store))
 OWN_PARSERS = ((("serve",), _serve), (("bench", "kv-reuse"), _kv_reuse), (("profile",), _profile))
 
 

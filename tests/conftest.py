@@ -117,3 +117,31 @@ keyed_server = shared_server("keyed", "ARC under ``--api-key key-a key-b ops --a
 gateway_server = shared_server("gateway", "ARC behind a gateway: ``--arc-caller-header X-Caller`` (its key ``gw``; "
                                "``ops`` the operator's); no --arc-ui.")
 plain_server = shared_server("plain", "Plain vLLM (no --arc) on the tiny model with the same template and tool parser.")
+
+
+@pytest.fixture(scope="session")
+def anyio_backend():
+    """Async tests (``pytest.mark.anyio``) run on asyncio, as the server does."""
+    return "asyncio"
+
+
+@pytest.fixture(scope="session")
+def redis_server(tmp_path_factory):
+    """A real redis-server (``arc_vllm/serving/local.py``), shared; each test takes a database of
+    its own (``redis_url``). A test that stops or restarts Redis starts one of its own."""
+    from arc_vllm.serving.local import RedisServer
+
+    server = RedisServer(tmp_path_factory.mktemp("redis")).start()
+    yield server
+    server.stop()
+
+
+_databases = iter(range(1, 10 ** 6))
+
+
+@pytest.fixture
+def redis_url(redis_server):
+    """The URL of an empty database of the shared redis-server, this test's alone."""
+    db = next(_databases) % 15 + 1
+    redis_server.command("-n", str(db), "FLUSHDB")
+    return redis_server.url(db)

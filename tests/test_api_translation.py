@@ -31,6 +31,7 @@ from arc_vllm.serving.step.engine import ChatEngine
 from arc_vllm.serving.step.stream import open_stream
 from arc_vllm.serving.compaction.handle import Handles
 from arc_vllm.serving.sessions.manager import SessionManager
+from tests.helpers.sessions import created
 from tests.helpers.histories import make_text
 
 pytestmark = pytest.mark.slow
@@ -97,7 +98,7 @@ turns = st.lists(st.tuples(bodies, st.booleans(), st.booleans()), min_size=6, ma
 @given(turns)
 def test_anthropic_conversations_stay_within_the_window_and_come_back_exactly(smol, plan):
     manager = SessionManager(smol, WINDOW, {})
-    session, engine, app = manager.create(), Engine(), app_with(manager)
+    session, engine, app = created(manager), Engine(), app_with(manager)
     messages = [{"role": "user", "content": [{"type": "text", "text": "Read everything.",
                                               "cache_control": {"type": "ephemeral"}}]}]
     observations = []
@@ -123,7 +124,7 @@ def test_anthropic_conversations_stay_within_the_window_and_come_back_exactly(sm
 @given(turns)
 def test_responses_conversations_stay_within_the_window_and_come_back_exactly(smol, plan):
     manager = SessionManager(smol, WINDOW, {})
-    session, engine, app = manager.create(), Engine(), app_with(manager)
+    session, engine, app = created(manager), Engine(), app_with(manager)
     items = [{"role": "developer", "content": "Agent."}, {"role": "user", "content": [{"type": "input_text", "text": "Go."}]}]
     observations, previous = [], None
     for index, ((seed, length), continued, reasoning) in enumerate(plan):
@@ -162,7 +163,7 @@ def check(smol, session, engine, observations):
 @pytest.mark.parametrize("api", [MessagesAPI(), ResponsesAPI()], ids=["messages", "responses"])
 def test_a_streamed_command_is_served_inside_and_never_reaches_the_client(smol, api):
     manager = SessionManager(smol, WINDOW, {})
-    session, app = manager.create(), app_with(manager)
+    session, app = created(manager), app_with(manager)
     if api.name == "messages":
         body = {"model": "m", "max_tokens": 16, "stream": True, "messages": [
             {"role": "user", "content": "task"},
@@ -217,7 +218,7 @@ def test_model_mode_the_model_writes_the_summary_from_arcs_view_and_arc_appends_
     from arc_vllm.serving.compaction.ask import client_turn
 
     manager = SessionManager(smol, WINDOW, {})
-    session, app = manager.create(), app_with(manager)
+    session, app = created(manager), app_with(manager)
     engine = Engine(["<analysis>a</analysis><summary>the model's summary</summary>"] * 2)
     messages = [{"role": "user", "content": "Read everything."}]
     for index in range(8):
@@ -363,7 +364,7 @@ def test_the_clis_continued_requests_hold_the_users_new_words_as_a_human_turn(sm
 
     recorded = json.loads((Path(__file__).parent / "fixtures" / "clients" / fixture).read_text())["body"]
     manager = SessionManager(smol, 32768, {})
-    session, app = manager.create(), app_with(manager)
+    session, app = created(manager), app_with(manager)
     translation = asyncio.run(api().translate(dict(recorded, stream=False), app))
     chat = translation.chat
     session.take_in(chat["messages"], chat.get("tools"), save=False)

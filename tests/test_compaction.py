@@ -12,6 +12,7 @@ in real tokens of the embedded model:
   explicit marker), their prompt taken out before anything is archived.
 """
 
+import asyncio
 import json
 import os
 
@@ -24,7 +25,9 @@ from arc_vllm.core.recall import recall_all
 from arc_vllm.serving.compaction.handle import Handle, Handles, caller_tag
 from arc_vllm.serving.compaction.turns import (PLAIN, SUMMARY_TAGS, answer_text, recognise,
                                                without_prompt)
+from arc_vllm.serving.sessions.folder import FolderStorage
 from arc_vllm.serving.sessions.session import Session
+from arc_vllm.serving.sessions.storage import MemoryStorage
 from arc_vllm.serving.errors import SessionError
 
 from tests.helpers.histories import make_text
@@ -131,11 +134,11 @@ def test_handles_are_bound_to_a_caller_and_refused_when_forged(tmp_path):
         HANDLES.read("a summary, not a handle")
     # The server's secret is kept in the store folder: a restart (or another replica) reads
     # the handles it issued.
-    first = Handles.for_server(None, tmp_path)
-    assert Handles.for_server(None, tmp_path).read(first.issue(handle)) == handle
+    first = asyncio.run(Handles.for_server(None, FolderStorage(tmp_path)))
+    assert asyncio.run(Handles.for_server(None, FolderStorage(tmp_path))).read(first.issue(handle)) == handle
     assert oct(os.stat(tmp_path / ".arc-secret").st_mode & 0o777) == "0o600"
-    assert Handles.for_server("an operator's --arc-secret").read(
-        Handles.for_server("an operator's --arc-secret").issue(handle)) == handle
+    operators = [asyncio.run(Handles.for_server("an operator's --arc-secret", MemoryStorage())) for _ in range(2)]
+    assert operators[0].read(operators[1].issue(handle)) == handle
 
 
 @pytest.mark.parametrize("prompt, headers, client, form", [

@@ -12,13 +12,12 @@ folder and API keys):
     pytest tests/test_concurrency.py
 """
 
-import threading
 import time
 import uuid
 
 import pytest
 
-from tests.helpers.agent_steps import APIS, drop_after, signature, step
+from tests.helpers.agent_steps import APIS, burst, drop_after, signature, step
 from tests.helpers.api_calls import call, log
 from tests.helpers.conversations import visible_id
 
@@ -53,19 +52,7 @@ def stored_once(server, sid: str, observations: list[str]) -> None:
 def test_twenty_requests_at_once_make_one_session(server, api):
     model, client_id = model_of(server), f"burst-{uuid.uuid4().hex[:8]}"
     observations = [log(index, lines=4) for index in range(20)]
-    statuses = []
-
-    def send(count: int):
-        path, body, headers = step(api, client_id, observations[:count], model, stream=count % 2 == 0)
-        status, _, _ = call(server.base, "POST", path, body, {**KEY, **headers})
-        statuses.append(status)
-
-    threads = [threading.Thread(target=send, args=(count,)) for count in range(1, 21)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    assert statuses == [200] * 20
+    assert burst([server.base], api, client_id, observations, model, KEY) == [200] * 20
     [session] = sessions_of(server, client_id)
     stored_once(server, session["id"], observations)
 

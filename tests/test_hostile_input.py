@@ -14,13 +14,14 @@ part), against the shared ARC server on the tiny model:
   operator's key (``--arc-admin-key``) every one; Anthropic clients' ``x-api-key`` is accepted.
 """
 
+import asyncio
 import json
 from urllib.parse import unquote
 
 import pytest
 
 from arc_vllm.core.config import ArcConfig
-from arc_vllm.serving.sessions.folder import storage_for
+from arc_vllm.serving.sessions.places import storage_for
 from arc_vllm.serving.sessions.manager import SessionManager
 from tests.helpers.api_calls import call, model_of
 from tests.helpers.conversations import visible_id
@@ -74,17 +75,21 @@ def test_a_conversation_id_that_is_not_text_is_a_400_and_the_listing_answers(arc
 
 
 def test_a_session_stored_with_a_bad_client_id_still_loads_and_lists(tmp_path, smol):
-    manager = SessionManager(smol, 4096, {}, storage_for(tmp_path))
-    session = manager.create(client_id="good")
-    session.take_in([{"role": "user", "content": "hi"}], None)
-    manager.close()  # as a server that stopped
-    state = json.loads((tmp_path / session.id / "session.json").read_text())
-    state["client_id"] = state["summary"]["client_id"] = "\ud800bad"  # as code before ids were checked wrote it
-    (tmp_path / session.id / "session.json").write_text(json.dumps(state))
-    reopened = SessionManager(smol, 4096, {}, storage_for(tmp_path))
-    for listing in (reopened.listing(), [reopened.get(session.id).summary()]):  # unloaded, then loaded
-        assert json.dumps(listing, ensure_ascii=False).encode("utf-8")  # nothing unwritable
-        assert [entry["client_id"] for entry in listing] == ["\\ud800bad"]
+    async def scenario():
+        manager = SessionManager(smol, 4096, {}, storage_for(tmp_path))
+        session = await manager.create(client_id="good")
+        session.take_in([{"role": "user", "content": "hi"}], None)
+        await session.commit()
+        await manager.close()  # as a server that stopped
+        state = json.loads((tmp_path / session.id / "session.json").read_text())
+        state["client_id"] = state["summary"]["client_id"] = "\ud800bad"  # as code before ids were checked wrote it
+        (tmp_path / session.id / "session.json").write_text(json.dumps(state))
+        reopened = SessionManager(smol, 4096, {}, storage_for(tmp_path))  # not started: the session stays unloaded
+        for listing in (await reopened.listing(), [(await reopened.get(session.id)).summary()]):  # unloaded, then loaded
+            assert json.dumps(listing, ensure_ascii=False).encode("utf-8")  # nothing unwritable
+            assert [entry["client_id"] for entry in listing] == ["\\ud800bad"]
+
+    asyncio.run(scenario())
 
 
 def test_a_second_result_for_one_call_is_a_400(arc_server):

@@ -1,7 +1,8 @@
 """``arc-vllm serve --ray-replicas 2``: ARC sessions over two engine replicas with Ray Serve (a
-real local cluster in a loopback-only network namespace, the tiny model): every session sticks
-to one replica and says which (``arc.replica``); when a replica's actor is killed mid-run, its
-sessions continue on the other with every acknowledged observation.
+real local cluster in a loopback-only network namespace, the tiny model, sessions in Redis):
+every session sticks to one replica and says which (``arc.replica``); when a replica's actor is
+killed mid-run, its sessions continue on the other with every acknowledged observation. A
+cluster you run (``--ray-address``) is served over a store folder.
 
     pytest tests/test_ray_serve.py
 """
@@ -15,7 +16,7 @@ import pytest
 from openai import APIStatusError, OpenAI
 
 from arc_vllm.model_prep import prepare_tiny
-from arc_vllm.serving.local import Server
+from arc_vllm.serving.local import RedisServer, Server
 from tests.helpers.agent_steps import APIS, drop_after, step
 from tests.helpers.api_calls import call, log
 from tests.helpers.http_calls import stream_events
@@ -38,14 +39,18 @@ def turn(session: int, index: int) -> list[dict]:
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
+    """Two replicas over one Redis (``--arc-store``): its unix socket, which reaches into the
+    cluster's loopback-only network namespace."""
     folder = tmp_path_factory.mktemp("ray-serve")
+    redis = RedisServer(folder / "redis").start()
     server = Server(str(prepare_tiny()), folder / "front.log", "--ray-replicas", "2",
-                    "--arc-store-dir", str(folder / "sessions"),
+                    "--arc-store", redis.socket_url(),
                     "--api-key", "key-a", "key-b", "ops", "--arc-admin-key", "ops")
     try:
         yield server.wait(timeout=600)
     finally:
         server.stop()
+        redis.stop()
 
 
 def test_a_streamed_answer_streams_through_the_front(cluster):

@@ -14,12 +14,13 @@ from arc_vllm.serving.step.chat import complete
 from arc_vllm.serving.errors import EngineError, SessionError
 from arc_vllm.serving.step.engine import ChatEngine
 from arc_vllm.serving.sessions.manager import SessionManager
+from tests.helpers.sessions import created
 from tests.helpers.fake_engine import FakeEngine, Refusal, conversation
 
 
 def test_context_length_refusal_compacts_and_retries(smol):
     manager = SessionManager(smol, 4096, {})
-    session = manager.create()
+    session = created(manager)
     engine = FakeEngine(refusals=2)
     response = asyncio.run(complete({"messages": conversation(8)}, session, ChatEngine(engine)))
     arc = response["arc"]
@@ -38,7 +39,7 @@ def tool_call(name, arguments):
 def test_until_arc_acts_the_prompt_is_the_clients_own(smol):
     """No compaction needed: the engine gets the client's messages and tools, exactly (no ARC
     note, no ARC tools), so the prompt is byte for byte plain vLLM's."""
-    session = SessionManager(smol, 4096, {}).create()
+    session = created(SessionManager(smol, 4096, {}))
     tools = [{"type": "function", "function": {"name": "cat"}}]
     messages = [{"role": "system", "content": "Be brief."}] + conversation(3)
     engine = FakeEngine(0)
@@ -50,7 +51,7 @@ def test_until_arc_acts_the_prompt_is_the_clients_own(smol):
 
 
 def test_several_choices_pass_through_until_arc_acts_then_get_a_clear_400(smol):
-    session = SessionManager(smol, 4096, {}).create({"context_window": 2048, "max_tokens": 256})
+    session = created(SessionManager(smol, 4096, {}), {"context_window": 2048, "max_tokens": 256})
     engine = FakeEngine(0)
     asyncio.run(complete({"messages": conversation(2), "n": 2}, session, ChatEngine(engine)))
     assert engine.requests[0].n == 2
@@ -63,7 +64,7 @@ def test_arc_tool_calls_are_offered_and_served_inside(smol):
     """With tools in the request, ARC's tools are offered beside them once ARC has acted (its
     note then follows F), and a call to one of them is served here: the next view holds the
     exact stored text."""
-    session = SessionManager(smol, 4096, {}).create({"context_window": 2048, "max_tokens": 256})
+    session = created(SessionManager(smol, 4096, {}), {"context_window": 2048, "max_tokens": 256})
     messages = conversation(16)
     body = {"messages": messages, "tools": [{"type": "function", "function": {"name": "cat"}}]}
     first = FakeEngine(0)
@@ -89,7 +90,7 @@ def test_arc_tool_calls_are_offered_and_served_inside(smol):
 
 def test_a_refusal_that_persists_is_returned_not_looped(smol):
     manager = SessionManager(smol, 4096, {})
-    session = manager.create()
+    session = created(manager)
     with pytest.raises(EngineError) as refused:
         asyncio.run(complete({"messages": conversation(2)}, session, ChatEngine(FakeEngine(refusals=99))))
     assert refused.value.status == 400
@@ -103,7 +104,7 @@ def test_only_context_length_errors_trigger_compaction():
 
 
 def test_bad_bodies_are_refused_before_anything_is_stored(smol):
-    session = SessionManager(smol, 4096, {}).create()
+    session = created(SessionManager(smol, 4096, {}))
     for body, field in [({"messages": "x"}, "messages"), ({"messages": [{"content": "x"}]}, "messages\\[0\\]"),
                         ({"messages": [{"role": "user", "content": "x"}], "n": 0}, "n:"),
                         ({"messages": [{"role": "user", "content": [{"type": "image_url"}]}]}, "text content"),
@@ -116,7 +117,7 @@ def test_bad_bodies_are_refused_before_anything_is_stored(smol):
 def test_text_parts_and_null_content_are_taken_in_as_vllm_reads_them(smol):
     """OpenAI content parts are joined by newlines (as vLLM joins them for the template), a
     null content is empty, and a tool result given as parts is one observation."""
-    session = SessionManager(smol, 4096, {}).create()
+    session = created(SessionManager(smol, 4096, {}))
     messages = [{"role": "system", "content": [{"type": "text", "text": "Be brief."}]},
                 {"role": "user", "content": [{"type": "text", "text": "Read"}, {"type": "text", "text": "a.txt"}]},
                 {"role": "assistant", "content": None, "tool_calls": [
@@ -141,7 +142,7 @@ def test_the_engine_request_is_built_once_and_copied_for_each_engine_call(smol, 
         return original(self, fields, first_message)
 
     monkeypatch.setattr(ChatEngine, "request", counted)
-    session = SessionManager(smol, 4096, {}).create()
+    session = created(SessionManager(smol, 4096, {}))
     engine = FakeEngine(refusals=2)
     body = {"messages": conversation(8), "temperature": 0.5, "seed": 7, "max_completion_tokens": 64}
     response = asyncio.run(complete(body, session, ChatEngine(engine)))
@@ -158,7 +159,7 @@ def test_the_engine_request_is_built_once_and_copied_for_each_engine_call(smol, 
 
 
 def test_the_arc_object_and_the_session_record_give_each_figure_one_name(smol):
-    session = SessionManager(smol, 4096, {}).create()
+    session = created(SessionManager(smol, 4096, {}))
     arc = asyncio.run(complete({"messages": conversation(8)}, session, ChatEngine(FakeEngine(refusals=1))))["arc"]
     [record] = session.records
     shared = set(record) - {"time", "stream"}

@@ -16,9 +16,9 @@ from openai import OpenAI
 
 from arc_vllm.model_prep import prepare_tiny
 from arc_vllm.serving.local import Server
-from arc_vllm.serving.sessions.folder import storage_for
+from arc_vllm.serving.sessions.places import storage_for
 from arc_vllm.serving.sessions.manager import SessionManager
-from tests.helpers.agent_steps import step
+from tests.helpers.agent_steps import burst
 from tests.helpers.api_calls import call, log
 
 
@@ -28,14 +28,14 @@ def turn(index: int) -> list[dict]:
 
 
 def test_shared_sessions_need_a_store_folder(smol):
-    with pytest.raises(ValueError, match="--arc-store-dir"):
+    with pytest.raises(ValueError, match="--arc-store"):
         SessionManager(smol, 4096, {}, storage_for(None, shared=True))
 
 
 def test_two_managers_take_a_session_over_in_turn_and_never_at_once(smol, tmp_path):
     first = SessionManager(smol, 4096, {}, storage_for(str(tmp_path), shared=True, lock_timeout_s=5))
     second = SessionManager(smol, 4096, {}, storage_for(str(tmp_path), shared=True, lock_timeout_s=5))
-    session_id = first.create().id
+    session_id = asyncio.run(first.create()).id
     messages = [{"role": "system", "content": "Agent."}, {"role": "user", "content": "Find it."}]
     views = []
 
@@ -66,7 +66,7 @@ def test_two_managers_take_a_session_over_in_turn_and_never_at_once(smol, tmp_pa
         assert later[:len(earlier)] == earlier
     assert order in (["a in", "a out", "b in", "b out"], ["b in", "b out", "a in", "a out"])
     reopened = SessionManager(smol, 4096, {}, storage_for(str(tmp_path)))  # one owner again, e.g. a restart
-    session = reopened.get(session_id)
+    session = asyncio.run(reopened.get(session_id))
     assert session.num_requests == 6 and len(session.store) == 6
     assert session.context.render().messages == views[-1]
 
@@ -116,19 +116,7 @@ def test_two_servers_serve_one_session_with_its_full_state(tmp_path):
         # each server and half of them streamed, each with one more observation: one session,
         # every observation once.
         observations = [log(index, lines=4) for index in range(20)]
-        statuses = []
-
-        def burst(count):
-            path, body, headers = step("responses", "burst-1", observations[:count], name, stream=count % 2 == 0)
-            status, answer, _ = call(servers[count % 2].base, "POST", path, body, headers)
-            statuses.append(status if status == 200 else (status, answer))
-
-        threads = [threading.Thread(target=burst, args=(count,)) for count in range(1, 21)]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
-        assert statuses == [200] * 20
+        assert burst([server.base for server in servers], "responses", "burst-1", observations, name) == [200] * 20
         listed = call(servers[0].base, "GET", "/v1/arc/sessions")[1]["sessions"]
         bursts = [row for row in listed if row.get("client_id") == "burst-1"]
         assert len(bursts) == 1 and bursts[0]["observations"] == 20

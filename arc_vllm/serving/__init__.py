@@ -9,7 +9,8 @@
                   ``kv_warmup``
     compaction/   compaction asked of a request, answered from the store: ``ask``, ``handle``,
                   ``turns``
-    sessions/     ``session``, ``manager``, ``storage`` + ``folder`` (where sessions live),
+    sessions/     ``session``, ``manager``, ``storage`` + ``folder`` + ``redis_store`` (where
+                  sessions live; ``places`` reads ``--arc-store``, ``parts`` what changed),
                   ``conversation_keys``, ``conversation_index``, ``seen_conversations``,
                   ``ownership``, ``locks``
     errors, metrics, processes   the leaves, importable from every room

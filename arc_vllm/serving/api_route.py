@@ -34,6 +34,7 @@ from arc_vllm.serving.compaction import ask as compaction
 from arc_vllm.serving.compaction.ask import NOTHING_CONTINUED, Continuation
 from arc_vllm.serving.sessions.manager import Routed
 from arc_vllm.serving.sessions import ownership
+from arc_vllm.serving.sessions.storage import spent
 from arc_vllm.serving.apis import ConversationAPI, json_body
 from arc_vllm.serving.errors import Declined, SessionError
 from arc_vllm.serving.step.chat import complete
@@ -127,7 +128,7 @@ class ArcRoute(BaseRoute):
         if turn is not None:  # a client's own summary turn: ARC's, with the request's context edits
             turn.edits = translation.ask.edits if translation.ask is not None else []
             translation.ask = turn
-        if continued.handoff and not (continued.session in manager.sessions or manager.stored(continued.session)):
+        if continued.handoff and not await manager.known(continued.session):
             continued = NOTHING_CONTINUED  # a handoff of a session gone: a conversation like any
         if implicit and continued.session is not None:
             sid = continued.session
@@ -153,6 +154,7 @@ class ArcRoute(BaseRoute):
             raise SessionError("vllm_xargs.arc_session: must be a session id string")
         if api.reads:
             return await self.read(request, body, sid)
+        spent.set([0.0, 0])  # what this request spends on the session storage (``arc.store_ms``)
         routing = await self.resolve(app, body, headers, sid, size)
         if routing is None:
             return None
@@ -176,7 +178,7 @@ class ArcRoute(BaseRoute):
             result = await run(translation.chat, session, app.state.arc_engine, request, **step)
         except Exception as exc:
             await held.aclose()
-            if routing.implicit and declined(app, routing.sid, exc):
+            if routing.implicit and await declined(app, routing.sid, exc):
                 return None
             raise
         # The session by name, so a client whose session was implicit may pin it from now on.
@@ -206,17 +208,19 @@ class ArcRoute(BaseRoute):
             return None
 
 
-def using(manager, sid: str, continued, asking):
+@contextlib.asynccontextmanager
+async def using(manager, sid: str, continued, asking):
     """The session, for one request of the caller ``asking`` (another's is a 404, as an unknown
     one); one a compaction handle names but the server no longer holds (ended, or removed by
     retention) is a 404 that says so."""
-    if continued.session == sid and sid not in manager.sessions and not manager.stored(sid):
+    if continued.session == sid and not await manager.known(sid):
         raise SessionError(f"compaction handle: session {sid} is no longer held by this server (ended, "
                            "or removed by retention); send the conversation whole", 404)
-    return manager.using(sid, asking, write=True)
+    async with manager.using(sid, asking, write=True) as session:
+        yield session
 
 
-def declined(app, sid: str, exc: Exception) -> bool:
+async def declined(app, sid: str, exc: Exception) -> bool:
     """Whether ARC declines an implicit request (a 400 raised before anything was stored),
     dropping the session it had opened for it if that one holds nothing."""
     if not isinstance(exc, SessionError) or exc.status != 400:
@@ -224,5 +228,5 @@ def declined(app, sid: str, exc: Exception) -> bool:
     manager = app.state.arc_sessions
     session = manager.sessions.get(sid)
     if session is not None and session.num_requests == 0:
-        manager.delete(sid)
+        await manager.delete(sid)
     return True

@@ -5,6 +5,10 @@ place they become responses in each API's own form.
                                         unknown (404) or ended (410) session, a caller not
                                         allowed (401); raised anywhere, answered once
     SessionBusy(message)                another process held the session past the wait (409)
+    LeaseLost(message)                  this replica's hold on a session expired and another
+                                        served it since: its writes are refused (409)
+    StoreUnavailable(message)           the session store did not answer in time, or refused:
+                                        nothing of the request was stored (503)
     EngineError(body, status)           vLLM refused the engine request; its body and status
     Declined                            not an error: a request ARC leaves to plain vLLM (content
                                         it cannot archive), served exactly as without ``--arc``
@@ -29,6 +33,20 @@ class SessionError(ValueError):
     def __init__(self, message: str, status: int = 400):
         super().__init__(message)
         self.status = status
+
+
+class StoreUnavailable(SessionError):
+    """The session store (Redis, say) did not answer in time or refused; nothing was stored."""
+
+    def __init__(self, message: str):
+        super().__init__(message, 503)
+
+
+class LeaseLost(SessionError):
+    """A replica's hold on a session expired and another served it: its writes are refused."""
+
+    def __init__(self, message: str):
+        super().__init__(message, 409)
 
 
 class SessionBusy(TimeoutError):

@@ -11,10 +11,22 @@ against ARC. It needs only the installed ``arc-vllm`` command, not a source chec
 ``vllm_entry=True`` starts vLLM's own server module instead (``python -m
 vllm.entrypoints.launchers.api_server.entry --model MODEL ...``): with ``--arc`` among the extra
 arguments it is ARC through the plugin, without it plain vLLM.
+
+``RedisServer`` starts a real ``redis-server`` (Debian's) the same way, for a session store
+(``--arc-store``) in tests and benchmarks: 127.0.0.1 and a unix socket in its own folder (the
+socket reaches into a network namespace, where Ray replicas run), durable as docs/serving.md
+recommends (``appendonly yes``, ``appendfsync always``), so a restart keeps every acknowledged
+write.
+
+    redis = RedisServer(Path("redis")).start()
+    server = Server(model_dir, Path("server.log"), "--arc-store", redis.url()).wait()
+    redis.stop(); redis.start()     # a restart: the append-only file is read back
 """
 
 import os
+import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -75,3 +87,63 @@ class Server:
                 self.process.wait(timeout=30)
             except subprocess.TimeoutExpired:
                 self.kill()
+
+
+MISSING = ("redis-server is not installed: a Redis session store (the tests', the benchmarks') runs a real "
+           "one. Install it with `apt-get install redis-server redis-tools` (scripts/setup.sh does, as root)")
+
+
+class RedisServer:
+    def __init__(self, folder: Path, port: int | None = None):
+        binary = shutil.which("redis-server")
+        if binary is None:
+            raise RuntimeError(MISSING)
+        self.binary, self.folder = binary, Path(folder)
+        self.folder.mkdir(parents=True, exist_ok=True)
+        self.port = port or free_port()
+        self.socket = self.folder / "redis.sock"
+        self.process: subprocess.Popen | None = None
+
+    def url(self, db: int = 0) -> str:
+        return f"redis://127.0.0.1:{self.port}/{db}"
+
+    def socket_url(self, db: int = 0) -> str:
+        return f"unix://{self.socket}?db={db}"
+
+    def start(self) -> "RedisServer":
+        self.process = subprocess.Popen(
+            [self.binary, "--port", str(self.port), "--bind", "127.0.0.1", "--dir", str(self.folder),
+             "--unixsocket", str(self.socket), "--unixsocketperm", "700", "--appendonly", "yes",
+             "--appendfsync", "always", "--save", "", "--daemonize", "no", "--protected-mode", "no"],
+            stdout=open(self.folder / "redis.log", "ab"), stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"redis-server exited: {(self.folder / 'redis.log').read_text()[-2000:]}")
+            if self.ping():
+                return self
+            time.sleep(0.05)
+        raise RuntimeError("redis-server did not answer within 20 s")
+
+    def ping(self) -> bool:
+        try:
+            with socket.create_connection(("127.0.0.1", self.port), timeout=1) as connection:
+                connection.sendall(b"PING\r\n")
+                return connection.recv(16).startswith(b"+PONG")
+        except OSError:
+            return False
+
+    def stop(self) -> None:
+        """Stopped (SIGTERM: what it acknowledged is in its append-only file)."""
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            self.process.wait(timeout=20)
+        self.process = None
+
+    def command(self, *args: str) -> str:
+        """A command through redis-cli (``redis-tools``), its output."""
+        cli = shutil.which("redis-cli")
+        if cli is None:
+            raise RuntimeError(MISSING.replace("redis-server", "redis-cli (redis-tools)"))
+        return subprocess.run([cli, "-p", str(self.port), *args], capture_output=True, text=True,
+                              check=True).stdout

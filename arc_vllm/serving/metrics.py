@@ -9,8 +9,12 @@
     arc_handoffs_total{api,kind}     compactions a client or a provider's API asked for, answered
                                      from the store with no model call (turn, trigger, threshold)
     arc_store_bytes                  payload bytes held by all session stores in memory
-    arc_store_dir_bytes              the store folder's size on disk (with --arc-store-retention,
-                                     taken at each retention pass)
+    arc_store_kept_bytes             what the durable store keeps: a folder's size on disk (taken
+                                     at each retention pass); Redis: the observations' bytes
+                                     (after each commit)
+    arc_store_round_trip_seconds{op} histogram of the session store's round trips (Redis: lease,
+                                     load, commit, index, ...; its _count / requests: trips per request)
+    arc_store_errors_total{op}       round trips the session store did not answer or refused (each a 503)
     arc_sessions                     sessions in memory
     arc_sessions_unloaded_total{reason}  sessions taken out of memory (ttl, capacity, retention): unloaded
                                      to their store folder, or ended without one
@@ -49,8 +53,15 @@ for _api in APIS:  # every series present on /metrics from the start, at 0
 STORE_BYTES = Gauge("arc_store_bytes", "Payload bytes held by all ARC session stores",
                     multiprocess_mode="livemax")
 SESSIONS = Gauge("arc_sessions", "ARC sessions in memory", multiprocess_mode="livemax")
-STORE_DIR_BYTES = Gauge("arc_store_dir_bytes", "Bytes of the ARC store folder on disk",
-                        multiprocess_mode="livemax")
+STORE_KEPT_BYTES = Gauge("arc_store_kept_bytes", "Bytes the ARC session store keeps (a folder on disk; "
+                         "Redis: the observations)", multiprocess_mode="livemax")
+STORE_OPS = ("lease", "load", "commit", "release", "index", "exists", "ended", "listing", "remove", "expire", "secret")
+STORE_ROUND_TRIP = Histogram("arc_store_round_trip_seconds", "Round trips to the ARC session store (Redis)", ["op"],
+                             buckets=(0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.5, 2.5))
+STORE_ERRORS = Counter("arc_store_errors", "Round trips the ARC session store did not answer or refused", ["op"])
+for _op in STORE_OPS:
+    STORE_ROUND_TRIP.labels(op=_op)
+    STORE_ERRORS.labels(op=_op)
 UNLOADED = Counter("arc_sessions_unloaded", "ARC sessions taken out of memory (idle TTL, the "
                    "--arc-max-sessions cap): unloaded to their store folder, or ended", ["reason"])
 for _reason in ("ttl", "capacity", "retention"):
@@ -60,4 +71,4 @@ for _reason in ("ttl", "capacity", "retention"):
 def refresh(manager) -> None:
     SESSIONS.set(len(manager.sessions))
     STORE_BYTES.set(sum(session.store.num_payload_bytes for session in manager.sessions.values()))
-    STORE_DIR_BYTES.set(manager.store_bytes)
+    STORE_KEPT_BYTES.set(manager.store_bytes)

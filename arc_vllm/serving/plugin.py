@@ -17,10 +17,17 @@ options are parsed and ignored, no route is added, the engine is vLLM's own. Wit
   routes and its chat route in front of vLLM's (``serving.routes``) and opens the sessions.
 
     --arc                     serve ARC sessions
-    --arc-store-dir DIR       durable sessions (default: host memory)
+    --arc-store URL|DIR       durable sessions: redis://HOST:PORT/DB (rediss://, unix://) for
+                              Redis or Valkey, any replica on any node; or a folder (default:
+                              host memory); --arc-store-dir DIR is its alias for a folder
     --arc-shared-sessions     several processes serve DIR (one request of a session at a time)
+    --arc-store-lease S       Redis: how long a replica's hold on a session outlives its last
+                              renewal (a killed replica frees its sessions within S; default 10)
+    --arc-store-timeout S     Redis: a store not answering within S is a 503 (default 5)
+    --arc-store-max-session-bytes N  Redis: the most one session may hold (default 1 GiB)
     --arc-implicit-sessions on|off  a request naming no session gets one by its conversation (on)
-    --arc-store-retention S   a stored session unused S seconds is removed from DIR (default: kept)
+    --arc-store-retention S   a stored session unused S seconds is removed from the store
+                              (Redis: its keys expire; default: kept)
     --arc-session-ttl S       a session idle S seconds leaves memory (default: a day for
                               implicit sessions, none for explicit ones)
     --arc-max-sessions N      at most N sessions in memory, least recently used out (default 1024)
@@ -32,7 +39,7 @@ options are parsed and ignored, no route is added, the engine is vLLM's own. Wit
     --arc-kv-reuse-max-moves N  compactions in a row that may move a token's KV (default 1)
     --arc-kv-reuse-min-gain N  the least claim a warm-up stage is sent for (default 128)
     --arc-client-compaction arc|model|pass  who answers a client's own compaction turn (arc)
-    --arc-secret TEXT         signs compaction handles (default: generated, kept in DIR)
+    --arc-secret TEXT         signs compaction handles (default: generated, kept in the store)
     --arc-admin-key KEY       under --api-key, the operator's key that reads every session
     --arc-caller-header NAME  behind a gateway: the header naming the caller sessions belong to
     --arc-max-tokens N, --arc-answer-room-percent P, --arc-recent-turns N,
@@ -154,23 +161,38 @@ def add_arc_arguments(parser) -> None:
         "Nothing changes unless --arc is given.")
     group.add_argument("--arc", action=EnableArc,
                        help="serve ARC sessions: bounded views, citations and in-server recall")
-    group.add_argument("--arc-store-dir", default=None,
-                       help="durable sessions in DIR (unset: host memory)")
+    group.add_argument("--arc-store", default=None, metavar="URL|DIR",
+                       help="durable sessions: redis://HOST:PORT/DB, rediss:// (TLS) or unix:///PATH "
+                            "for Redis or Valkey, shared by every replica on every node (any "
+                            "balancer may send any request anywhere); or a folder DIR (unset: host memory)")
+    group.add_argument("--arc-store-dir", default=None, metavar="DIR",
+                       help="durable sessions in the folder DIR (--arc-store DIR)")
     group.add_argument("--arc-shared-sessions", action="store_true", default=False,
-                       help="other processes serve the same --arc-store-dir (API servers, "
+                       help="other processes serve the same store folder (API servers, "
                             "replicas): each request holds its session's lock and picks up "
-                            "what another process changed (implied by --api-server-count > 1)")
+                            "what another process changed (implied by --api-server-count > 1; "
+                            "a Redis store is always shared)")
+    group.add_argument("--arc-store-lease", type=float, default=10.0, metavar="SECONDS",
+                       help="Redis: a replica holds a session for a request under a lease renewed "
+                            "every third of this; one killed mid-request frees its sessions within "
+                            "it (default 10)")
+    group.add_argument("--arc-store-timeout", type=float, default=5.0, metavar="SECONDS",
+                       help="Redis: a store that does not answer within this is a 503 naming it, "
+                            "with nothing of the request stored (default 5)")
+    group.add_argument("--arc-store-max-session-bytes", type=int, default=2 ** 30, metavar="N",
+                       help="Redis: the most one session's observations may hold; a request past it "
+                            "is a 413 and stores nothing (default 1 GiB)")
     group.add_argument("--arc-implicit-sessions", choices=("on", "off"), default="on",
                        help="on (default): a chat request that names no session gets one by its "
                             "conversation (its messages and caller); off: only requests naming a "
                             "session (X-ARC-Session, vllm_xargs.arc_session) take the ARC path")
     group.add_argument("--arc-session-ttl", type=float, default=None, metavar="SECONDS",
                        help="a session idle this long leaves memory: unloaded (reloaded on its next "
-                            "request) with --arc-store-dir, else ended (410) (default: 86400 for "
+                            "request) with --arc-store, else ended (410) (default: 86400 for "
                             "implicit sessions, none for explicit ones)")
     group.add_argument("--arc-store-retention", type=float, default=None, metavar="SECONDS",
-                       help="with --arc-store-dir: a stored session unused this long is removed "
-                            "from the folder and answers 410 (default: kept)")
+                       help="with --arc-store: a stored session unused this long is removed "
+                            "from the store (Redis: its keys expire) and answers 410 (default: kept)")
     group.add_argument("--arc-max-sessions", type=int, default=1024, metavar="N",
                        help="sessions held in memory; the least recently used beyond N leave "
                             "memory as after the TTL (default 1024)")
@@ -218,9 +240,20 @@ def add_arc_arguments(parser) -> None:
                             "belong to that caller, and a request without it is a 401")
     group.add_argument("--arc-secret", default=None, metavar="TEXT",
                        help="the key that signs compaction handles (unset: one generated and kept "
-                            "in --arc-store-dir/.arc-secret, else one per process)")
+                            "in the store, DIR/.arc-secret or Redis, else one per process)")
     for name, help_text in BUDGET_OPTIONS.items():
         group.add_argument(f"--arc-{name.replace('_', '-')}", type=int, default=None, help=help_text)
+
+
+def storage_of_args(args, shared: bool = False):
+    """The session storage the options name (``--arc-store``, ``--arc-store-dir``; a bad value
+    stops the server at start, naming the option)."""
+    from arc_vllm.serving.sessions.places import storage_for, store_of
+
+    return storage_for(store_of(args), shared or getattr(args, "arc_shared_sessions", False),
+                       lease_s=getattr(args, "arc_store_lease", 10.0), timeout_s=getattr(args, "arc_store_timeout", 5.0),
+                       retention_s=getattr(args, "arc_store_retention", None),
+                       max_session_bytes=getattr(args, "arc_store_max_session_bytes", 2 ** 30))
 
 
 def budgets_from(args) -> dict:
@@ -287,7 +320,6 @@ class ArcEndpoint:
         check(kv_reuse=getattr(args, "arc_kv_reuse", False))  # logged; a missing hook fails at start
         check_handlers(state)  # what ARC reads of vLLM's handlers per request, before any request
         from arc_vllm.core.tokens import HFTokenCounter
-        from arc_vllm.serving.sessions.folder import storage_for
         from arc_vllm.serving.sessions.manager import SessionManager
 
         # Counts use the model's tokenizer and the chat template the engine renders with.
@@ -295,8 +327,9 @@ class ArcEndpoint:
         counter = HFTokenCounter(model_config.tokenizer or model_config.model,
                                  chat_template_text(getattr(args, "chat_template", None)))
         # vLLM's --api-server-count N runs N API processes: each has its own sessions object,
-        # so they must share them through the store folder.
+        # so they must share them through the store.
         shared = args.arc_shared_sessions or (getattr(args, "api_server_count", None) or 1) > 1
+        storage = storage_of_args(args, shared)
         kv_warmup = None
         if getattr(args, "arc_kv_reuse", False):
             from arc_vllm.serving.step.kv_warmup import KVWarmup
@@ -307,14 +340,13 @@ class ArcEndpoint:
         # The one engine every ARC step calls: vLLM's chat handler (made before the plugins'
         # state), the warm-up, vLLM's request model.
         state.arc_engine = ChatEngine(getattr(state, "openai_serving_chat", None), kv_warmup)
-        state.arc_sessions = SessionManager(counter, model_config.max_model_len, budgets_from(args),
-                                            storage_for(args.arc_store_dir, shared),
-                                            ttl_s=args.arc_session_ttl, max_sessions=args.arc_max_sessions,
-                                            store_retention_s=args.arc_store_retention)
+        state.arc_sessions = await SessionManager(counter, model_config.max_model_len, budgets_from(args), storage,
+                                                  ttl_s=args.arc_session_ttl, max_sessions=args.arc_max_sessions,
+                                                  store_retention_s=args.arc_store_retention).start()
         state.arc_implicit_sessions = args.arc_implicit_sessions == "on"
         from arc_vllm.serving.compaction.handle import Handles
 
-        state.arc_handles = Handles.for_server(getattr(args, "arc_secret", None), args.arc_store_dir)
+        state.arc_handles = await Handles.for_server(getattr(args, "arc_secret", None), storage)
         state.arc_client_compaction = getattr(args, "arc_client_compaction", "arc")
         from vllm import envs
 

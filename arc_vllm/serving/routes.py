@@ -61,14 +61,14 @@ async def create_session(request: Request):
     budgets = body.get("budgets")
     if budgets is not None and not isinstance(budgets, dict):
         raise SessionError("budgets: must be an object")
-    session = manager_of(request).create(budgets, who=maker(request, body))
+    session = await manager_of(request).create(budgets, who=maker(request, body))
     metrics.refresh(manager_of(request))
     return JSONResponse(session.describe(), 201)
 
 
 @router.get("/v1/arc/sessions")
 async def list_sessions(request: Request):
-    return {"sessions": manager_of(request).listing(asking(request))}
+    return {"sessions": await manager_of(request).listing(asking(request))}
 
 
 @router.get("/v1/arc/sessions/{sid}/requests")
@@ -89,7 +89,7 @@ async def get_session(sid: str, request: Request):
 @router.delete("/v1/arc/sessions/{sid}")
 async def delete_session(sid: str, request: Request):
     async with manager_of(request).using(sid, asking(request)):
-        manager_of(request).delete(sid)
+        await manager_of(request).delete(sid)
     metrics.refresh(manager_of(request))
     return {"id": sid, "deleted": True}
 

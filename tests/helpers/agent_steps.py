@@ -5,10 +5,12 @@ call and its result per observation, under the client's own conversation id (cha
 
     path, body, headers = step("messages", "conv-1", ["obs 0", "obs 1"], model, stream=True)
     drop_after(server.base, path, body, headers, events=4)
+    statuses = burst([server.base], "responses", "conv-2", observations, model)   # all at once
 """
 
 import http.client
 import json
+import threading
 from urllib.parse import urlsplit
 
 APIS = ("chat", "messages", "responses")
@@ -70,3 +72,25 @@ def drop_after(base: str, path: str, body: dict, headers: dict, events: int = 4)
     connection.sock.close()  # no goodbye: the server finds the client gone
     connection.close()
     return read
+
+
+def burst(bases: list[str], api: str, client_id: str | None, observations: list[str], model: str,
+          headers: dict | None = None) -> list:
+    """Every step of one conversation at once (step k carries the first k observations; the
+    even ones streamed), step k to ``bases[k % len(bases)]``: the statuses, an error's body
+    beside its status."""
+    from tests.helpers.api_calls import call
+
+    statuses = []
+
+    def send(count: int):
+        path, body, step_headers = step(api, client_id, observations[:count], model, stream=count % 2 == 0)
+        status, answer, _ = call(bases[count % len(bases)], "POST", path, body, {**(headers or {}), **step_headers})
+        statuses.append(status if status == 200 else (status, answer))
+
+    threads = [threading.Thread(target=send, args=(count,)) for count in range(1, len(observations) + 1)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return statuses

@@ -13,10 +13,10 @@ handle and what is new.
                                     signature: HMAC-SHA256 over the payload, 128 bits
 
 The handle is authenticated, not encrypted: it holds no user text, only ids and counts. The
-secret is ``--arc-secret``, else one generated and kept in the store folder
-(``DIR/.arc-secret``, mode 0600: every process and replica over that folder reads the same
-one), else one per process (a server without a store folder keeps no session past its life
-either). A forged or altered handle fails the signature (400); another caller's is no session
+secret is ``--arc-secret``, else the one the session storage keeps for every process over it
+(``SessionStorage.secret``: made once in a store folder, ``DIR/.arc-secret``, mode 0600, or in
+Redis, so any replica reads a handle another issued), else one per process (a server without a
+store keeps no session past its life either). A forged or altered handle fails the signature (400); another caller's is no session
 of this caller's (404, the same answer as an unknown session: no oracle of existence).
 
 Run ``python -m arc_vllm.serving.compaction.handle`` for an example.
@@ -28,17 +28,13 @@ import base64
 import hashlib
 import hmac
 import json
-import os
 import re
-import secrets
 from dataclasses import asdict, dataclass
-from pathlib import Path
 
 from arc_vllm.serving.errors import SessionError
 
 VERSION = "arc1"
 HANDLE = re.compile(rf"{VERSION}\.([A-Za-z0-9_-]{{8,400}})\.([A-Za-z0-9_-]{{22}})")
-SECRET_FILE = ".arc-secret"
 CALLER_CHARS = 16
 
 
@@ -76,23 +72,9 @@ class Handles:
         self.key = hashlib.sha256(b"arc-vllm compaction handle\x1f" + secret).digest()
 
     @classmethod
-    def for_server(cls, secret: str | None = None, store_dir: str | os.PathLike | None = None) -> "Handles":
-        """``--arc-secret``, else the store folder's kept secret (made on first use), else a
-        secret of this process."""
-        if secret:
-            return cls(secret.encode("utf-8"))
-        if store_dir:
-            path = Path(store_dir) / SECRET_FILE
-            path.parent.mkdir(parents=True, exist_ok=True)
-            try:  # the first process over the folder writes it; the others read it
-                descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-            except FileExistsError:
-                pass
-            else:
-                with os.fdopen(descriptor, "w") as handle:
-                    handle.write(secrets.token_hex(32))
-            return cls(path.read_text().strip().encode("ascii"))
-        return cls(secrets.token_bytes(32))
+    async def for_server(cls, secret: str | None, storage) -> "Handles":
+        """``--arc-secret``, else the secret the session ``storage`` keeps (``SessionStorage.secret``)."""
+        return cls(secret.encode("utf-8") if secret else await storage.secret())
 
     def _sign(self, payload: str) -> str:
         return _b64(hmac.new(self.key, payload.encode("ascii"), hashlib.sha256).digest()[:16])

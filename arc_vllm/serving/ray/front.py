@@ -2,7 +2,9 @@
 [MODEL] [--arc-...] [vllm options]``: ARC sessions over N engine replicas with Ray Serve.
 
 Each replica (``serving.ray.replica``) runs ``arc-vllm serve`` with the same options over one
-shared ``--arc-store-dir`` (a temporary folder unless given) and ``--arc-shared-sessions``. The
+shared store: ``--arc-store redis://...`` where given (any replica on any node serves any
+session), else a folder (``--arc-store-dir``, a temporary one unless given) with
+``--arc-shared-sessions``. The
 front is the same HTTP surface as ``arc-vllm serve``. A request that names a session
 (``vllm_xargs.arc_session``, ``X-ARC-Session`` or the ``/v1/arc/sessions/{sid}`` path), or a
 chat request in an implicit session (by its conversation), is assigned a replica by Ray's
@@ -19,8 +21,9 @@ Without ``--ray-address`` the cluster is local and runs in a loopback-only netwo
 and hands the listening socket to the front inside (a socket keeps the namespace it was made
 in), so a request reaches the front with no relay in between. With ``--ray-address`` (a
 cluster you run) the front listens on ``--host``:``--port`` itself, each replica's engine on
-its node's address, and ``--arc-store-dir`` must be a folder every node reaches (a shared
-filesystem).
+its node's address, and the store must be one every node reaches: ``--arc-store redis://HOST:PORT``
+(or a folder on a filesystem every node mounts). Affinity keeps a session's prefix-cached KV on
+one replica; with Redis, correctness no longer depends on it.
 """
 
 from __future__ import annotations
@@ -225,12 +228,13 @@ def main(argv: list[str]) -> int:
     if args.ray_replicas < 1:
         raise SystemExit("--ray-replicas: at least 1")
     work = Path(tempfile.mkdtemp(prefix="arc-vllm-ray-"))
-    if not given(rest, "--arc-store-dir"):
+    if not given(rest, "--arc-store-dir") and not given(rest, "--arc-store"):
         if args.ray_address:
-            raise SystemExit("--ray-address: give --arc-store-dir on a filesystem every node reaches")
+            raise SystemExit("--ray-address: give --arc-store redis://HOST:PORT (a Redis every node "
+                             "reaches; or a folder on a filesystem every node reaches)")
         rest += ["--arc-store-dir", str(work / "sessions")]
     if not given(rest, "--arc-shared-sessions"):
-        rest += ["--arc-shared-sessions"]
+        rest += ["--arc-shared-sessions"]  # a folder's processes share it (Redis always is)
     common = ["--ray-replicas", str(args.ray_replicas), "--ray-routing", args.ray_routing,
               "--log-dir", str(work / "logs")]
     inner = [sys.executable, "-m", "arc_vllm.serving.ray.front"]

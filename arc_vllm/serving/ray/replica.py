@@ -5,8 +5,9 @@ port of its node's address, and tells the front where that is (``address``).
 Requests do not pass through the replica actor: the front asks Ray once per session which
 replica serves it (Ray's router, session-affine) and then sends the session's requests to that
 engine's HTTP port directly (``serving.ray.front``). Ray places the replicas, checks their
-health and replaces a failed one. Every replica serves the same ``--arc-store-dir`` with
-``--arc-shared-sessions``, so any replica can take any session over (``serving.sessions``: the folder storage).
+health and replaces a failed one. Every replica serves the same store (``--arc-store
+redis://...``, or a folder with ``--arc-shared-sessions``), so any replica can take any session
+over (``serving.sessions``: the storages).
 ARC responses (JSON or server-sent events) carry ``arc.replica``, the replica's name, set by
 the engine from ``ARC_VLLM_REPLICA``. ``check_health`` fails when the engine process is gone,
 and Ray Serve replaces the replica. The child and each of its engine processes die with their

@@ -1,10 +1,12 @@
-"""Sessions in a folder (``--arc-store-dir DIR``): the storage ``sessions/storage.py`` describes.
+"""Sessions in a folder (``--arc-store DIR``, alias ``--arc-store-dir``): the storage
+``sessions/storage.py`` describes.
 
     DIR/<id>/store.arc       the session's ObsStore, durable (fsync on every append)
     DIR/<id>/session.json    its state (``Session.state``), replaced atomically after each request
     DIR/<id>/session.lock    with ``shared``: held by the process serving a request of it
     DIR/.conversations/      with ``shared``: the conversation index, a file per conversation
                              start (``<key>.json``, its ``.lock`` beside it)
+    DIR/.arc-secret          the compaction handles' secret (mode 0600), made by the first process
 
 A process that owns the folder (not ``shared``) opens every stored session at start, so
 sessions survive a restart (kill -9 included) with every acknowledged observation. With
@@ -23,22 +25,25 @@ import contextlib
 import json
 import logging
 import os
+import secrets
 import shutil
 import time
 from pathlib import Path
 
 from arc_vllm.core.store import ObsStore
+from arc_vllm.core.store_log import FileLog, NewEvent, event_frame, frame_event
 from arc_vllm.serving.errors import SessionBusy
 from arc_vllm.serving.sessions import locks
 from arc_vllm.serving.sessions.conversation_index import ConversationIndex, chain
 from arc_vllm.serving.sessions.conversation_keys import is_text
 from arc_vllm.serving.sessions.ownership import allows
 from arc_vllm.serving.sessions.session import Session
-from arc_vllm.serving.sessions.storage import SESSION_ID, MemoryStorage, SessionStorage
+from arc_vllm.serving.sessions.storage import SESSION_ID, SessionStorage, account
 
 logger = logging.getLogger(__name__)
 
 INDEX_FOLDER = ".conversations"
+SECRET_FILE = ".arc-secret"
 SHARED_PER_START = 256  # sessions a shared index file holds, the most recently remembered
 
 
@@ -73,14 +78,6 @@ def write_index(path: Path, index: ConversationIndex) -> None:
     os.replace(temporary, path)
 
 
-def storage_for(store_dir=None, shared: bool = False, lock_timeout_s: float = 60.0) -> SessionStorage:
-    """The storage ``--arc-store-dir`` (and ``--arc-shared-sessions``) name: a folder, or host memory."""
-    if shared and not store_dir:
-        raise ValueError("shared sessions (several API servers or replicas) need a store "
-                         "folder every process can reach: --arc-store-dir DIR")
-    return FolderStorage(store_dir, shared, lock_timeout_s) if store_dir else MemoryStorage()
-
-
 class FolderStorage(SessionStorage):
     durable = True
 
@@ -88,6 +85,7 @@ class FolderStorage(SessionStorage):
         super().__init__()
         self.folder = Path(folder)
         self.folder.mkdir(parents=True, exist_ok=True)
+        self.name = f"folder {self.folder}"
         self.shared = shared
         self.lock_timeout_s = lock_timeout_s
         self.stamps: dict[str, tuple] = {}  # session.json as this process last wrote or read it
@@ -100,7 +98,7 @@ class FolderStorage(SessionStorage):
         folder = self.folder / id
         return folder if (folder / "session.json").exists() else None
 
-    def exists(self, id) -> bool:
+    async def exists(self, id) -> bool:
         return self.place(id) is not None
 
     def open_store(self, session) -> ObsStore:
@@ -108,7 +106,7 @@ class FolderStorage(SessionStorage):
                              head_preview_chars=session.config.head_preview_chars,
                              tail_preview_chars=session.config.tail_preview_chars)
 
-    def new(self, id: str, make):
+    async def new(self, id: str, make):
         (self.folder / id).mkdir()
         session = make(self)
         self.save(session)
@@ -116,14 +114,24 @@ class FolderStorage(SessionStorage):
             session.store.release()
         return session
 
+    async def commit(self, session) -> None:
+        # The store file has every observation already (fsync on append): the state is left.
+        started = time.perf_counter()
+        self.save(session)
+        account(time.perf_counter() - started)
+
     def save(self, session) -> None:
+        """Replace session.json with the session's state (atomically: a new file renamed)."""
         target = self.folder / session.id / "session.json"
         temporary = target.with_suffix(".json.tmp")
         temporary.write_text(json.dumps(session.state()))
         os.replace(temporary, target)
         self.stamps[session.id] = file_stamp(target)
 
-    def load(self, id, counter):
+    async def load(self, id, counter):
+        return self.read(id, counter)
+
+    def read(self, id, counter):
         folder = self.place(id)
         if folder is None:
             return None
@@ -133,14 +141,20 @@ class FolderStorage(SessionStorage):
         self.stamps[id] = file_stamp(folder / "session.json")
         return session
 
-    def stored_ids(self) -> list[str]:
+    async def stored_ids(self) -> list[str]:
+        return self.ids()
+
+    def ids(self) -> list[str]:
         return sorted(folder.name for folder in self.folder.iterdir() if self.place(folder.name))
 
-    def delete(self, id: str) -> None:
+    async def delete(self, id: str) -> None:
+        self.remove(id)
+
+    def remove(self, id: str) -> None:
         self.stamps.pop(id, None)
         shutil.rmtree(self.folder / id, ignore_errors=True)
 
-    def listing(self, skip, who) -> list[dict]:
+    async def listing(self, skip, who) -> list[dict]:
         rows = []
         for folder in self.folder.iterdir():
             if folder.name in skip or not self.place(folder.name):
@@ -160,7 +174,7 @@ class FolderStorage(SessionStorage):
     @contextlib.asynccontextmanager
     async def held(self, id: str, cached, counter):
         if not self.shared:  # this process owns the folder: its copy is the session
-            yield cached if cached is not None else self.load(id, counter)
+            yield cached if cached is not None else self.read(id, counter)
             return
         lock = await locks.take_async(self.folder / id / "session.lock", self.lock_timeout_s)
         try:
@@ -180,7 +194,7 @@ class FolderStorage(SessionStorage):
             if unchanged and self.stamps.get(id) == file_stamp(self.folder / id / "session.json"):
                 return cached
             cached.close()
-        return self.load(id, counter)
+        return self.read(id, counter)
 
     def index_file(self, scope: str, prints: list[str]) -> Path:
         """The shared index file of the conversations of ``scope`` that start as ``prints``."""
@@ -206,7 +220,7 @@ class FolderStorage(SessionStorage):
         # A shared index's entries for an id gone are dropped when next found (``manager.route``).
         self.index.forget(id)
 
-    def expire(self, retention_s: float, busy) -> list[str]:
+    async def expire(self, retention_s: float, busy) -> list[str]:
         """Remove the stored sessions unused for ``retention_s`` (their last request wrote
         session.json), none serving a request (``busy(id)``; under its file lock when shared);
         take the folder's size; and, shared, drop index files unused as long."""
@@ -227,7 +241,7 @@ class FolderStorage(SessionStorage):
             except SessionBusy:  # another process serves it now
                 continue
             try:
-                self.delete(id)
+                self.remove(id)
             finally:
                 if lock is not None:
                     lock.release()
@@ -241,11 +255,56 @@ class FolderStorage(SessionStorage):
         self.bytes = total
         return removed
 
+    async def export(self, id: str):
+        """The stored session as (its whole state, its log's frames), untouched (``store copy``;
+        a session another process holds open is refused: ``StoreLockedError``)."""
+        folder = self.place(id)
+        if folder is None:
+            return None
+        log = FileLog(folder / "store.arc", fsync="never")
+        try:
+            frames = [event_frame(event) for event in log.events()]
+        finally:
+            log.close()
+        return json.loads((folder / "session.json").read_text()), frames
+
+    async def import_state(self, id: str, state: dict, frames: list[bytes]) -> None:
+        """A session stored as ``export`` gave it (refused where one is stored under its id)."""
+        if self.place(id) is not None or not SESSION_ID.fullmatch(id):
+            raise ValueError(f"{self.name} already holds {id} (or it is not a session id)")
+        (self.folder / id).mkdir(exist_ok=True)
+        log = FileLog(self.folder / id / "store.arc", fsync="always")
+        try:
+            for index, frame in enumerate(frames):
+                event = frame_event(frame, id, index)
+                if isinstance(event, NewEvent):
+                    log.append_new(event.step, event.returncode, event.full_id, event.id,
+                                   event.signature.encode(), event.content.encode())
+                else:
+                    log.append_repeat(event.step, event.id)
+        finally:
+            log.close()
+        temporary = self.folder / id / "session.json.tmp"
+        temporary.write_text(json.dumps(state))
+        os.replace(temporary, self.folder / id / "session.json")
+
+    async def secret(self) -> bytes:
+        """The folder's kept secret: the first process over it writes it; the others read it."""
+        path = self.folder / SECRET_FILE
+        try:
+            descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        except FileExistsError:
+            pass
+        else:
+            with os.fdopen(descriptor, "w") as handle:
+                handle.write(secrets.token_hex(32))
+        return path.read_text().strip().encode("ascii")
+
 
 if __name__ == "__main__":
     import sys
 
     storage = FolderStorage(sys.argv[1])
-    for id in storage.stored_ids():
+    for id in storage.ids():
         state = json.loads((storage.folder / id / "session.json").read_text())
         print(id, state["config"]["context_window"], (state.get("summary") or {}).get("requests"))

@@ -4,6 +4,9 @@ held for a request, and ended. Where they live beyond memory is its storage's
 
 The manager is a cache over its storage. It keeps sessions in memory, least recently used
 first, and the count of requests holding each (a session serving a request is never ended).
+Whatever may reach the storage is a coroutine (``start``, ``create``, ``stored``, ``using``,
+``get``, ``delete``, ``listing``): a store across the network never stalls the event loop.
+A request's changes reach the storage when it ends (``Session.commit``, inside ``using``).
 Sessions end: one idle past its TTL (``ttl_s`` when given, for every session; else
 ``implicit_ttl_s``, a day, for implicit sessions and none for explicit ones, by its last use,
 one wall clock), or the least recently used beyond ``max_sessions`` in memory, leaves memory.
@@ -17,17 +20,24 @@ Implicit sessions (a request that names none) are found by their conversation
 (``sessions/conversation_index.py``): the client's own id for it where it sends one, else the
 fingerprints of its messages, in the index the storage holds for that conversation.
 
+    manager = SessionManager(counter, window, defaults, storage)
+    await manager.start()                    # a folder this process owns: its sessions opened
+    async with manager.using(id, who, write=True) as session: ...
+
 Run ``python -m arc_vllm.serving.sessions.manager`` to see a session end and answer 410.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import secrets
 import time
 from collections import OrderedDict
 from dataclasses import dataclass
+
+import anyio
 
 from arc_vllm.core.config import DEFAULT_MAX_TOKENS, ArcConfig
 from arc_vllm.serving import metrics
@@ -63,7 +73,7 @@ class SessionManager:
             raise ValueError(f"--arc-session-ttl: must be > 0 seconds (got {ttl_s})")
         self.storage = storage if storage is not None else MemoryStorage()
         if store_retention_s is not None and (store_retention_s <= 0 or not self.storage.durable):
-            raise ValueError(f"--arc-store-retention: must be > 0 seconds, with --arc-store-dir "
+            raise ValueError(f"--arc-store-retention: must be > 0 seconds, with --arc-store "
                              f"(got {store_retention_s}, {'a store' if self.storage.durable else 'no store'})")
         if max_sessions is not None and max_sessions < 1:
             raise ValueError(f"--arc-max-sessions: must be >= 1 (got {max_sessions})")
@@ -85,19 +95,28 @@ class SessionManager:
         self._retention_pass = float("-inf")  # when stored sessions were last checked
         self._idle_pass = float("-inf")  # when sessions were last checked for idleness
         self.config(None)  # fail at start, not at the first session, if the defaults are bad
-        if self.storage.durable and not self.storage.shared:  # this process owns them: open them all
-            for id in self.storage.stored_ids():
-                self.sessions[id] = self.storage.load(id, counter)
+
+    async def start(self) -> "SessionManager":
+        """Open what this process owns: a storage not shared has every stored session opened
+        (so its conversation index finds the implicit ones). Returns the manager."""
+        if self.storage.durable and not self.storage.shared:
+            for id in await self.storage.stored_ids():
+                self.sessions[id] = await self.storage.load(id, self.counter)
                 self.index(self.sessions[id])
-        self.sweep()
+        await self.sweep_stored()
+        return self
 
     @property
     def store_bytes(self) -> int:
         return self.storage.bytes
 
-    def stored(self, id) -> bool:
+    async def stored(self, id) -> bool:
         """Whether the storage holds the session ``id`` (only an id of ARC's form is looked for)."""
-        return self.storage.exists(id)
+        return await self.storage.exists(id)
+
+    async def known(self, id) -> bool:
+        """Whether ``id`` is a session here: in memory, or stored."""
+        return isinstance(id, str) and (id in self.sessions or await self.storage.exists(id))
 
     def config(self, overrides: dict | None) -> ArcConfig:
         overrides = dict(overrides or {})
@@ -116,16 +135,17 @@ class SessionManager:
         except (TypeError, ValueError) as error:
             raise SessionError(f"budgets: {error}") from None
 
-    def create(self, overrides: dict | None = None, caller: str | None = None,
-               client_id: str | None = None, who=None) -> Session:
+    async def create(self, overrides: dict | None = None, caller: str | None = None,
+                     client_id: str | None = None, who=None) -> Session:
         config = self.config(overrides)
         id = "sess_" + secrets.token_hex(12)
-        session = self.storage.new(id, lambda storage: Session(
+        session = await self.storage.new(id, lambda storage: Session(
             id, config, self.counter, storage, caller=caller, client_id=client_id,
             tenant=who.tenant if who else None, user=who.user if who else None))
         self.sessions[id] = session
         self.touch(session)
         self.sweep()
+        await self.sweep_stored()
         return session
 
     # ---- implicit sessions (conversation_index.py) --------------------------------------
@@ -146,13 +166,13 @@ class SessionManager:
             id = None
             for find in (index.find, index.find_rewritten if client_id else None):
                 id = find(scope, prints, keys) if find else None
-                if id is not None and (id in self.sessions or self.stored(id)):
+                if id is not None and await self.known(id):
                     break
                 if id is not None:  # ended meanwhile: the conversation starts a new session
                     index.forget(id)
                     id = None
             if id is None:
-                id = self.create(caller=scope, client_id=client_id, who=who).id
+                id = (await self.create(caller=scope, client_id=client_id, who=who)).id
             return Routed(id, scope, prints, index.hold(id, scope, prints, until, keys), keys)
 
     async def remember(self, session: Session | None, routed: Routed | None = None) -> None:
@@ -179,12 +199,12 @@ class SessionManager:
         session.last_used = time.time()
         self.sessions.move_to_end(session.id)
 
-    def listing(self, who=None) -> list[dict]:
+    async def listing(self, who=None) -> list[dict]:
         """The sessions ``who`` may read (None: every one): in memory, and (with a durable
         storage) unloaded ones, most recent first."""
         rows = [dict(session.summary(), in_memory=True) for session in self.sessions.values()
                 if who is None or allows(session.tenant, session.user, who, write=False)]
-        rows += [dict(summary, in_memory=False) for summary in self.storage.listing(set(self.sessions), who)]
+        rows += [dict(summary, in_memory=False) for summary in await self.storage.listing(set(self.sessions), who)]
         return sorted(rows, key=lambda row: row.get("last_used", 0), reverse=True)
 
     def ttl_of(self, session: Session) -> float | None:
@@ -198,7 +218,8 @@ class SessionManager:
 
     def sweep(self, now: float | None = None) -> None:
         """End the least recently used sessions beyond the cap, and (checked at most once a
-        second) those idle past their TTL (``now``: wall-clock time). Never one serving a request."""
+        second) those idle past their TTL (``now``: wall-clock time). Never one serving a
+        request. (What is stored is swept by ``sweep_stored``.)"""
         now = time.time() if now is None else now
         if self.max_sessions is not None:
             for id in list(self.sessions):
@@ -207,9 +228,6 @@ class SessionManager:
                 if not self.busy(id):
                     self.end(id, "capacity", f"the least recently used beyond --arc-max-sessions "
                                              f"{self.max_sessions}")
-        if self.store_retention_s is not None and now - self._retention_pass >= min(60.0, self.store_retention_s / 4):
-            self._retention_pass = now
-            self.expire_stored()
         if now - self._idle_pass < 1.0:
             return
         self._idle_pass = now
@@ -218,11 +236,19 @@ class SessionManager:
             if ttl is not None and now - session.last_used > ttl and not self.busy(id):
                 self.end(id, "ttl", f"idle for more than {ttl:g} s (--arc-session-ttl)")
 
-    def expire_stored(self) -> None:
+    async def sweep_stored(self, now: float | None = None) -> None:
+        """With ``store_retention_s``: at most every quarter of it (and a minute), the stored
+        sessions unused that long removed (``expire_stored``)."""
+        now = time.time() if now is None else now
+        if self.store_retention_s is not None and now - self._retention_pass >= min(60.0, self.store_retention_s / 4):
+            self._retention_pass = now
+            await self.expire_stored()
+
+    async def expire_stored(self) -> None:
         """Remove the stored sessions unused for ``store_retention_s`` from the storage, none
         serving a request."""
         why = f"unused for more than {self.store_retention_s:g} s and removed from the store (--arc-store-retention)"
-        for id in self.storage.expire(self.store_retention_s, self.busy):
+        for id in await self.storage.expire(self.store_retention_s, self.busy):
             if id in self.sessions:
                 self.sessions.pop(id).close()
             self.storage.forget(id)
@@ -259,14 +285,15 @@ class SessionManager:
     async def using(self, id: str, who=None, write: bool = False):
         """The session, for one request, if ``who`` may continue (``write``) or read it (None:
         ARC's own use): held by the storage for the request (one process at a time where it is
-        shared, reloaded where another changed it), counted as in use until it ends."""
-        if not isinstance(id, str) or (id not in self.sessions and not self.stored(id)):
-            self.unknown(id)
+        shared, reloaded where another changed it), counted as in use until it ends, and what
+        the request changed committed to the storage before it is let go."""
+        if not await self.known(id):
+            await self.missing(id)
         self.in_use[id] = self.in_use.get(id, 0) + 1
         try:
             async with self.storage.held(id, self.sessions.get(id), self.counter) as session:
                 if session is None:
-                    self.unknown(id)
+                    await self.missing(id)
                 if self.sessions.get(id) is not session:
                     if id not in self.sessions and not self.storage.shared:
                         self.num_unloaded = max(0, self.num_unloaded - 1)
@@ -274,13 +301,35 @@ class SessionManager:
                 self.check(session, who, write)
                 self.touch(session)
                 self.sweep()
-                yield session
+                try:
+                    yield session
+                finally:
+                    # Still held: the storage takes the request's changes from its holder only.
+                    # Shielded: a client gone mid-request (its stream's task cancelled) still
+                    # leaves what the request archived stored.
+                    with anyio.CancelScope(shield=True):
+                        await self.commit(session)
+            await self.sweep_stored()
         finally:
             count = self.in_use.get(id, 0) - 1
             if count > 0:
                 self.in_use[id] = count
             else:
                 self.in_use.pop(id, None)
+
+    async def commit(self, session: Session) -> None:
+        """What the request changed, to the storage (if the step did not commit it already).
+        Where that fails (``StoreUnavailable``) the storage takes this process's copy for stale,
+        so the next request starts from what is stored."""
+        await session.commit()
+
+    async def missing(self, id) -> None:
+        """Raise for a session that is not here: 410 if it ended (here, or for its storage),
+        else 404."""
+        why = await self.storage.ended(id) if isinstance(id, str) and id not in self.ended else None
+        if why is not None:
+            self.remember_ended(id, why)
+        self.unknown(id)
 
     def unknown(self, id) -> None:
         """Raise for a session that is not here: 410 if it ended, else 404 (the id shown
@@ -291,29 +340,33 @@ class SessionManager:
         shown = id if isinstance(id, str) and len(id) <= 64 else f"{str(id)[:40]}... ({len(str(id))} characters)"
         raise SessionError(f"no ARC session {shown!r}; create one with POST /v1/arc/sessions", 404)
 
-    def get(self, id: str) -> Session:
+    async def get(self, id: str) -> Session:
         """A session of this process (a storage not shared; shared ones go through ``using``),
         loaded from its storage if it was unloaded."""
         session = self.sessions.get(id) if isinstance(id, str) else None
-        if session is None and not self.storage.shared and self.stored(id):
-            session = self.sessions[id] = self.storage.load(id, self.counter)
+        if session is None and not self.storage.shared and await self.stored(id):
+            session = self.sessions[id] = await self.storage.load(id, self.counter)
             self.num_unloaded = max(0, self.num_unloaded - 1)
         if session is None:
-            self.unknown(id)
+            await self.missing(id)
         self.touch(session)
         self.sweep()
         return session
 
-    def delete(self, id: str) -> None:
-        session = self.get(id)
-        del self.sessions[id]
+    async def delete(self, id: str) -> None:
+        """The session gone from memory and its storage (the caller holds it: ``using``)."""
+        session = self.sessions.pop(id, None)
+        if session is None and not await self.stored(id):
+            await self.missing(id)
         self.storage.forget(id)
-        session.close()
-        self.storage.delete(id)
+        if session is not None:
+            session.close()
+        await self.storage.delete(id)
 
-    def close(self) -> None:
+    async def close(self) -> None:
         for session in self.sessions.values():
             session.close()
+        await self.storage.close()
 
 
 if __name__ == "__main__":
@@ -322,10 +375,13 @@ if __name__ == "__main__":
     go_offline()  # a process starts here: tiktoken's files from this project's cache
     from arc_vllm.core.tokens import TiktokenCounter
 
-    manager = SessionManager(TiktokenCounter(), 8192, {}, ttl_s=60)
-    session = manager.create()
-    manager.sweep(now=time.time() + 61)
-    try:
-        manager.get(session.id)
-    except SessionError as error:
-        print(error.status, error)
+    async def example():
+        manager = SessionManager(TiktokenCounter(), 8192, {}, ttl_s=60)
+        session = await manager.create()
+        manager.sweep(now=time.time() + 61)
+        try:
+            await manager.get(session.id)
+        except SessionError as error:
+            print(error.status, error)
+
+    asyncio.run(example())

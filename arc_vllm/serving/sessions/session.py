@@ -11,10 +11,14 @@ recallable by id and through the catalog (``rebase``).
 Its state is declared once: the fields of ``Session`` marked ``saved`` are what its storage
 keeps (``state()`` writes them by name with the tools, the context's snapshot and a summary;
 ``from_state`` reads them by name, a key written by older code missing taking its default).
-Where it lives is its storage's (``sessions/storage.py``: host memory, a folder, ...): ``save``
-hands it the state after each request, and its store is the one the storage opens (a durable
-file, fsync on every append, for a folder). Ids are random; an id of one session never
-resolves in another, because each session has its own store.
+The parts of that state that only grow (``GROWING``: the fingerprints, the records, the
+context's turns, catalog order and Cited set) can be kept apart from the rest (``rest()``,
+``growing()``; ``split_state``/``join_state`` for a whole state), so a store that appends them
+writes per request only what is new. Where it lives is its storage's
+(``sessions/storage.py``: host memory, a folder, Redis): ``save`` marks the state changed and
+``commit`` hands it over (once per request, at its end), and its store is the one the storage
+opens (a durable file, fsync on every append, for a folder). Ids are random; an id of one
+session never resolves in another, because each session has its own store.
 
 Sessions are created, found and ended by ``serving/sessions/manager.py``.
 
@@ -39,6 +43,11 @@ from arc_vllm.core.transcript import common_prefix, content_text, fingerprints, 
 
 
 MAX_RECORDS = 1000
+# The parts of a session's state that only grow while its context lives, by name: each is a list
+# in ``state()`` (at ``PLACES``), and a storage may append to them instead of rewriting them.
+GROWING = ("fingerprints", "records", "turns", "catalog", "cited")
+PLACES = {"fingerprints": ("fingerprints",), "records": ("records",), "turns": ("context", "turns"),
+          "catalog": ("context", "catalog", "entries"), "cited": ("context", "cited")}
 
 # A session may ask for a smaller window than the server's (a client sized for a smaller
 # model, a benchmark at several windows on one server), never a larger one.
@@ -125,6 +134,7 @@ class Session:
     previous: ArcContext | None = field(init=False, default=None)  # the context a rewritten history follows
     previous_handed_off: bool = field(init=False, default=False)
     lock: asyncio.Lock = field(init=False, default_factory=asyncio.Lock)
+    unsaved: bool = field(init=False, default=False)  # changed since its storage last took it
 
     def __post_init__(self, tools, context_state) -> None:
         self.records = deque(self.records or [], maxlen=MAX_RECORDS)
@@ -224,11 +234,25 @@ class Session:
     def state(self) -> dict:
         """What its storage keeps: every ``saved`` field by name, the tools and the context's
         snapshot (``core/snapshot.py``), and the summary a listing shows of an unloaded one."""
-        state = {spec.name: getattr(self, spec.name) for spec in fields(self) if spec.metadata.get("saved")}
-        state.update(id=self.id, config=self.config.to_dict(), records=list(self.records),
-                     tools=self.context.tools if self.context else None, summary=self.summary(),
+        state = self.rest()
+        state.update(fingerprints=self.fingerprints, records=list(self.records),
                      context=snapshot(self.context) if self.context else None)
         return state
+
+    def rest(self) -> dict:
+        """``state()`` without its growing parts (``GROWING``), which are not even written out:
+        bounded by the budgets, whatever the session's length."""
+        state = {spec.name: getattr(self, spec.name) for spec in fields(self)
+                 if spec.metadata.get("saved") and spec.name not in GROWING}
+        state.update(id=self.id, config=self.config.to_dict(), tools=self.context.tools if self.context else None,
+                     summary=self.summary(), context=snapshot(self.context, growing=False) if self.context else None)
+        return state
+
+    def growing(self) -> dict:
+        """The growing parts of its state as the live collections (``state()`` writes them as
+        lists; ``cited`` is a set there written sorted). A context not started has none of its own."""
+        context = self.context.growing() if self.context else {"turns": [], "catalog": [], "cited": set()}
+        return {"fingerprints": self.fingerprints, "records": self.records, **context}
 
     @classmethod
     def from_state(cls, state: dict, counter, storage=None) -> "Session":
@@ -243,9 +267,15 @@ class Session:
                    context_state=state.get("context"), **given)
 
     def save(self) -> None:
-        """Hand its state to its storage (nothing to do in memory)."""
-        if self.storage is not None:
-            self.storage.save(self)
+        """Its state changed: its storage takes it at the request's end (``commit``)."""
+        self.unsaved = True
+
+    async def commit(self) -> None:
+        """Hand what changed to its storage, all or nothing (``SessionStorage.commit``); once:
+        a commit that failed is not tried again (its storage reloads the session instead)."""
+        unsaved, self.unsaved = self.unsaved, False
+        if unsaved and self.storage is not None:
+            await self.storage.commit(self)
 
     def summary(self) -> dict:
         """What a list of sessions shows (also kept in session.json, for an unloaded one)."""
@@ -266,6 +296,37 @@ class Session:
 
     def close(self) -> None:
         self.store.close()
+
+
+def part_item(name: str, item):
+    """One item of a growing part as its state writes it (a turn's snapshot form; else itself)."""
+    return item.state() if name == "turns" else item
+
+
+def split_state(state: dict) -> tuple[dict, dict]:
+    """A whole ``state()`` as (its rest, its growing parts as lists): ``join_state`` undoes it."""
+    rest = json.loads(json.dumps(state))
+    parts = {}
+    for name in GROWING:
+        *path, last = PLACES[name]
+        holder = rest
+        for key in path:
+            holder = holder.get(key) if isinstance(holder, dict) else None
+        parts[name] = list(holder.pop(last, []) or []) if isinstance(holder, dict) else []
+    return rest, parts
+
+
+def join_state(rest: dict, parts: dict) -> dict:
+    """The whole state of ``rest`` and its growing ``parts`` (``split_state``'s inverse; a part
+    of a context that was not started is dropped with it)."""
+    state = dict(rest)
+    state["fingerprints"], state["records"] = list(parts.get("fingerprints", [])), list(parts.get("records", []))
+    if state.get("context") is not None:
+        context = state["context"] = dict(state["context"])
+        context["turns"] = list(parts.get("turns", []))
+        context["catalog"] = {**context.get("catalog", {}), "entries": list(parts.get("catalog", []))}
+        context["cited"] = sorted(parts.get("cited", []))
+    return state
 
 
 if __name__ == "__main__":

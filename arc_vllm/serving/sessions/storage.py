@@ -1,25 +1,33 @@
 """Where sessions live beyond one process's memory: one interface, one implementation per place.
 
     MemoryStorage    host memory only (the default): a session out of memory has ended (410)
-    FolderStorage    ``--arc-store-dir DIR`` (``sessions/folder.py``): durable, a folder per
-                     session; with ``shared``, several processes serve its sessions
+    FolderStorage    a folder (``--arc-store DIR``, ``sessions/folder.py``): durable, a folder
+                     per session; with ``shared``, several processes on one machine serve them
+    RedisStorage     Redis or Valkey (``--arc-store redis://...``, ``sessions/redis_store.py``):
+                     durable and shared, any replica on any node serves any session
 
 The manager (``sessions/manager.py``) keeps sessions in memory, ends them, and asks its storage
-for the rest, never which one it is. The contract of each method, as every implementation
-keeps it:
+for the rest, never which one it is. Every method that may reach beyond the process is a
+coroutine, so a store across the network never stalls the server's event loop. The contract of
+each method, as every implementation keeps it:
 
     open_store(session)        the session's ObsStore: the observation log itself (exact, in
                                order); durable where ``durable``, every acknowledged append kept
-    new(id, make)              a new session: its place made, ``make(storage)`` builds it, saved
-    save(session)              its state after a request (``Session.state``), replacing the last
+    new(id, make)              a new session: its place made, ``make(storage)`` builds it, kept
+    commit(session)            what changed since the last commit (its new observations, its
+                               state after a request, ``Session.state``): all of it or nothing
+                               (``StoreUnavailable``, and then this process's copy is dropped, so
+                               the next request starts from what is stored). Where ``shared``,
+                               refused unless this process still holds the session (``held``)
     load(id, counter)          the stored session ``id`` (None: not stored), its store reopened
                                and its context rebuilt exactly; only an id of ARC's form
                                (``SESSION_ID``) is ever looked for
     exists(id)                 whether it holds the session ``id``
+    ended(id)                  why a session it held was removed (retention), else None
     stored_ids()               every stored session's id
     delete(id)                 the session and its store, gone
     listing(skip, who)         summaries of stored sessions not in ``skip`` that ``who`` may read
-    held(id, cached)           async context: the session for one request. Where ``shared``,
+    held(id, cached, counter)  async context: the session for one request. Where ``shared``,
                                held by one process at a time (waiting up to the lock timeout, then
                                ``SessionBusy``), and reloaded where another process changed it
                                since ``cached``; else ``cached`` or a load
@@ -29,14 +37,23 @@ keeps it:
                                back after); ``forget(id)``: an id no index should find again
     expire(retention_s, busy)  the stored sessions unused that long (not ``busy``) removed; their
                                ids; ``bytes``: the stored size taken meanwhile
+    secret()                   the compaction handles' secret every process over it shares
+    export(id)                 a durable storage's session as (its whole state, its log's frames),
+                               untouched; ``import_state(id, state, frames)`` stores one so (refused
+                               where one is stored under its id): ``arc-vllm store copy``
+    close()                    connections and files let go
 
-A third place (Redis) is a third implementation of the same methods.
+Every storage names itself (``name``: in a 503, a log line, the metrics' label). What a
+request spent on its storage is kept in ``spent`` (a context variable the route sets per
+request: seconds and round trips), so the ``arc`` object can say it (``store_ms``).
 """
 
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import re
+import secrets
 
 from arc_vllm.core.store import ObsStore
 from arc_vllm.serving.sessions.conversation_index import ConversationIndex
@@ -44,10 +61,33 @@ from arc_vllm.serving.sessions.conversation_index import ConversationIndex
 SESSION_ID = re.compile(r"sess_[0-9a-f]{24}")  # what the manager gives; nothing else is looked up
 
 
+# [seconds, round trips] this request spent on its session storage (None: not counted).
+spent: contextvars.ContextVar[list | None] = contextvars.ContextVar("arc_store_spent", default=None)
+
+
+def account(seconds: float, trips: int = 1) -> None:
+    """Count a storage operation toward the request it serves."""
+    counted = spent.get()
+    if counted is not None:
+        counted[0] += seconds
+        counted[1] += trips
+
+
+def spent_figures() -> dict:
+    """This request's storage figures for its ``arc`` object (none where nothing was counted)."""
+    counted = spent.get()
+    return {"store_ms": round(counted[0] * 1000, 2), "store_round_trips": counted[1]} if counted and counted[1] else {}
+
+
+def is_session_id(id) -> bool:
+    return isinstance(id, str) and SESSION_ID.fullmatch(id) is not None
+
+
 class SessionStorage:
     """The interface (the module docstring states each method's contract). The conversation
     index of a storage that is not shared is this process's own (``index``)."""
 
+    name = "host memory"
     durable = False  # a session out of memory comes back from it
     shared = False   # several processes serve its sessions
     bytes = 0        # what it holds, taken at the last ``expire``
@@ -58,25 +98,28 @@ class SessionStorage:
     def open_store(self, session) -> ObsStore:
         raise NotImplementedError
 
-    def new(self, id: str, make):
+    async def new(self, id: str, make):
         raise NotImplementedError
 
-    def save(self, session) -> None:
+    async def commit(self, session) -> None:
         raise NotImplementedError
 
-    def load(self, id, counter):
+    async def load(self, id, counter):
         raise NotImplementedError
 
-    def exists(self, id) -> bool:
+    async def exists(self, id) -> bool:
         raise NotImplementedError
 
-    def stored_ids(self) -> list[str]:
+    async def ended(self, id) -> str | None:
+        return None
+
+    async def stored_ids(self) -> list[str]:
         raise NotImplementedError
 
-    def delete(self, id: str) -> None:
+    async def delete(self, id: str) -> None:
         raise NotImplementedError
 
-    def listing(self, skip, who) -> list[dict]:
+    async def listing(self, skip, who) -> list[dict]:
         raise NotImplementedError
 
     def held(self, id: str, cached, counter):
@@ -89,41 +132,60 @@ class SessionStorage:
     def forget(self, id: str) -> None:
         self.index.forget(id)
 
-    def expire(self, retention_s: float, busy) -> list[str]:
+    async def expire(self, retention_s: float, busy) -> list[str]:
         raise NotImplementedError
+
+    async def secret(self) -> bytes:
+        raise NotImplementedError
+
+    async def export(self, id: str):
+        raise ValueError(f"{self.name} keeps no session to copy")
+
+    async def import_state(self, id: str, state: dict, frames: list[bytes]) -> None:
+        raise ValueError(f"{self.name} keeps no session: copy to a folder or Redis")
+
+    async def close(self) -> None:
+        pass
 
 
 class MemoryStorage(SessionStorage):
     """Host memory: a session's store in memory, nothing beyond it (out of memory, it has ended)."""
 
+    def __init__(self):
+        super().__init__()
+        self._secret = secrets.token_bytes(32)  # a process keeps no session past its life either
+
     def open_store(self, session) -> ObsStore:
         return ObsStore(head_preview_chars=session.config.head_preview_chars,
                         tail_preview_chars=session.config.tail_preview_chars)
 
-    def new(self, id: str, make):
+    async def new(self, id: str, make):
         return make(self)
 
-    def save(self, session) -> None:
+    async def commit(self, session) -> None:
         pass
 
-    def load(self, id, counter):
+    async def load(self, id, counter):
         return None
 
-    def exists(self, id) -> bool:
+    async def exists(self, id) -> bool:
         return False
 
-    def stored_ids(self) -> list[str]:
+    async def stored_ids(self) -> list[str]:
         return []
 
-    def delete(self, id: str) -> None:
+    async def delete(self, id: str) -> None:
         pass
 
-    def listing(self, skip, who) -> list[dict]:
+    async def listing(self, skip, who) -> list[dict]:
         return []
 
     @contextlib.asynccontextmanager
     async def held(self, id: str, cached, counter):
         yield cached
 
-    def expire(self, retention_s: float, busy) -> list[str]:
+    async def expire(self, retention_s: float, busy) -> list[str]:
         return []
+
+    async def secret(self) -> bytes:
+        return self._secret

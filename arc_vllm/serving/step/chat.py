@@ -45,6 +45,7 @@ from arc_vllm.serving.step.engine import tools_of
 from arc_vllm.serving.metrics import CHAT
 from arc_vllm.serving.processes import REPLICA
 from arc_vllm.serving.sessions.session import new_from
+from arc_vllm.serving.sessions.storage import spent_figures
 from arc_vllm.serving.errors import EngineError, SessionError
 from arc_vllm.serving.step.record import StepRecord
 from arc_vllm.serving.step.tools import ARC_TOOLS, serve_commands, strip_arc_calls
@@ -328,7 +329,9 @@ async def complete(body: dict, session, engine, raw_request=None, **options) -> 
         step = ChatStep(body, session, engine, raw_request, **options)
         ask = step.ask
         if ask is not None and ask.alone:
-            return answered_alone(step, body.get("model") or "")
+            answer = answered_alone(step, body.get("model") or "")
+            await session.commit()
+            return answer
         try:
             while True:
                 result = await step.call()
@@ -345,6 +348,8 @@ async def complete(body: dict, session, engine, raw_request=None, **options) -> 
             message["content"] = (message.get("content") or "") + appendix
             ask.decoded_tokens = (response.get("usage") or {}).get("completion_tokens") or 0
         response["arc"] = step.end(answer_of(response["choices"][0].get("message") or {}))
+        await session.commit()  # stored before the answer goes out
+        response["arc"].update(spent_figures())
         return response
 
 

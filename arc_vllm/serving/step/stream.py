@@ -25,6 +25,7 @@ import json
 from arc_vllm.serving.compaction import ask as compaction
 from arc_vllm.serving.compaction.ask import NOTHING_CONTINUED
 from arc_vllm.serving.errors import EngineError, openai_error, SessionError
+from arc_vllm.serving.sessions.storage import spent_figures
 from arc_vllm.serving.step.chat import ChatStep, answer_of, answered_alone, check_body
 from arc_vllm.serving.step.stream_filter import HeldBack
 from arc_vllm.serving.step.tools import ARC_TOOL_NAMES
@@ -49,6 +50,7 @@ async def open_stream(body: dict, session, engine, raw_request=None, **options):
         step = ChatStep(body, session, engine, raw_request, **options)
         if step.ask is not None and step.ask.alone:
             result = answered_alone(step, body.get("model") or "")
+            await session.commit()  # stored before the answer goes out
             await holding.aclose()
             return alone_chunks(result, include_usage)
         events = await step.call(stream=True)
@@ -170,12 +172,18 @@ async def relay(step: ChatStep, events, holding: contextlib.AsyncExitStack, incl
             if finish == "tool_calls" and held.num_client_calls == client_calls:
                 finish = "stop"  # only ARC's calls were made, and the client saw none of them
             arc = step.end(generation.answer())
+            await step.session.commit()  # stored before the last chunk tells the client it is done
+            arc.update(spent_figures())
             for chunk in last_chunks(base, finish, generation.usage, arc, include_usage):
                 yield chunk
             return
     except Exception as error:  # after the first event the status is sent: report in the stream
-        body = error.body if isinstance(error, EngineError) else openai_error(
-            f"ARC stream failed: {error}", 500, "internal_error")
+        if isinstance(error, EngineError):
+            body = error.body
+        elif isinstance(error, SessionError):  # the store unreachable at the end, say: its status
+            body = openai_error(str(error), error.status, "store_error" if error.status >= 500 else "invalid_request_error")
+        else:
+            body = openai_error(f"ARC stream failed: {error}", 500, "internal_error")
         yield body
     finally:
         if hasattr(events, "aclose"):  # a client gone mid-stream: vLLM aborts its request
