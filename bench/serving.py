@@ -47,6 +47,13 @@ each is a module of ``bench/serving_bench/``, this is their command line.
    their growth (targets: arc_ms <= 2x, latency <= 2.5x), and the route's walks over the last
    body timed in-process (``route_parts_ms``; ``bench/serving_bench/long_session.py``).
 
+8. Stores (``--stores``, alone; writes runs/bench/serving_stores.json): the load of implicit
+   sessions on one replica in memory, one and two replicas over Redis (sticky and alternating
+   routing) and two over a shared folder: p50, p99, req/s, the store's time and round trips per
+   request (``bench/serving_bench/stores.py``; target: Redis x1 p50 <= 1.1x memory x1's). With
+   ``--long-session N --store redis`` part 7 runs over Redis (``arc.store_ms`` at each checkpoint;
+   target: at N steps <= 1.5x that at 100).
+
 5. Ray Serve (``--ray-replicas 1,2``, alone; writes runs/bench/serving_ray.json): the same load
    of ARC sessions on plain ``arc-vllm serve`` and through ``arc-vllm serve --ray-replicas N``
    with session-affine and round-robin routing: affinity (the share of a session's requests on
@@ -68,7 +75,7 @@ from arc_vllm.offline import go_offline  # noqa: E402
 go_offline()
 
 from arc_vllm.model_prep import prepare_tiny  # noqa: E402
-from arc_vllm.serving.local import Server  # noqa: E402
+from arc_vllm.serving.local import RedisServer, Server  # noqa: E402
 from bench.serving_bench.common import DEFAULT_OUT, TINY, out_path, write  # noqa: E402
 
 
@@ -96,6 +103,10 @@ def options() -> argparse.Namespace:
                         help="part 6 alone: one session grown to N steps on each API, three ways")
     parser.add_argument("--long-session", type=int, default=0, metavar="N",
                         help="part 7 alone: one conversation resent whole to N steps on each API")
+    parser.add_argument("--stores", action="store_true",
+                        help="part 8 alone: the load over host memory, Redis and a shared folder")
+    parser.add_argument("--store", choices=("memory", "redis"), default="memory",
+                        help="part 7's session store (redis: a redis-server of its own)")
     parser.add_argument("--ray-replicas", default=None,
                         help="e.g. 1,2: the load through Ray Serve with that many engine replicas "
                              "(affinity and round-robin routing) beside plain arc-vllm serve, only")
@@ -137,19 +148,41 @@ def long_session(args, model) -> int:
     from arc_vllm.vllm_compat import cpu_flags
     from bench.serving_bench.long_session import long_session as run
 
-    server = Server(str(model), out_path(args.out, "long_session").with_suffix(".server.log"),
+    name = "long_session" if args.store == "memory" else f"long_session_{args.store}"
+    redis = RedisServer(Path(tempfile.mkdtemp(prefix="arc-bench-redis-"))).start() if args.store == "redis" else None
+    server = Server(str(model), out_path(args.out, name).with_suffix(".server.log"),
                     "--max-model-len", str(args.max_model_len), "--served-model-name", "tiny",
-                    in_process_engine=False).wait()
+                    *(["--arc-store", redis.url()] if redis else []), in_process_engine=False).wait()
     try:
         results = {"model": TINY, "machine_cpus": os.cpu_count(), "machine": platform.machine(),
                    "cpu_flags": cpu_flags(), "window": args.max_model_len, "steps": args.long_session,
-                   "long_session": run(server.base, "tiny", args.long_session, args.max_model_len)}
+                   "store": args.store,
+                   "long_session": run(server.base, "tiny", args.long_session, args.max_model_len,
+                                       redis.port if redis else None)}
     finally:
         server.stop()
+        if redis is not None:
+            redis.stop()
     print(json.dumps({api: {"checkpoints": r["checkpoints"], "growth": r["growth"],
                             "meets_targets": r["meets_targets"]} for api, r in results["long_session"].items()},
                      indent=1))
-    write(results, args.out, "long_session")
+    write(results, args.out, name)
+    return 0
+
+
+def stores(args, model) -> int:
+    import json
+    import platform
+
+    from arc_vllm.vllm_compat import cpu_flags
+    from bench.serving_bench.stores import stores as run
+
+    log_dir = out_path(args.out, "stores").parent
+    results = {"model": TINY, "machine_cpus": os.cpu_count(), "machine": platform.machine(), "cpu_flags": cpu_flags(),
+               "sessions": args.sessions, "turns": args.turns, "window": args.max_model_len,
+               "stores": run(model, args.sessions, args.turns, args.max_model_len, log_dir, args.rounds)}
+    print(json.dumps(results["stores"], indent=1))
+    write(results, args.out, "stores")
     return 0
 
 
@@ -224,6 +257,8 @@ def main() -> int:
         return compaction(args, model)
     if args.long_session:
         return long_session(args, model)
+    if args.stores:
+        return stores(args, model)
     if args.streaming_only:
         return streaming(args, model)
     return load_and_prefix(args, model)

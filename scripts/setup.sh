@@ -56,8 +56,9 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
 fi
 
 # Debian packages the tests drive: bubblewrap (mini-swe-agent's sandbox for the model's
-# commands) and chromium with chromium-driver (the inspector's and the replay report's
-# browser tests, headless, through selenium).
+# commands), chromium with chromium-driver (the inspector's and the replay report's browser
+# tests, headless, through selenium) and redis-server with redis-tools (the Redis session
+# store's tests and benchmarks start their own; apt does not start one here).
 debian_package() {  # debian_package COMMAND PACKAGES... : install when COMMAND is missing
   local command="$1"; shift
   command -v "$command" >/dev/null 2>&1 && return 0
@@ -71,6 +72,7 @@ debian_package() {  # debian_package COMMAND PACKAGES... : install when COMMAND 
 }
 debian_package bwrap bubblewrap
 debian_package chromedriver chromium chromium-driver
+debian_package redis-server redis-server redis-tools
 
 # The coding CLIs the tests drive through ARC, pinned: Claude Code (Anthropic Messages API) and
 # Codex CLI (Responses API), from npm into $ARC_VLLM_CACHE/npm (native binaries, ~760 MB).

@@ -1,7 +1,7 @@
 """Session churn: N sessions created one after the other, each sent one request holding a
 60,000-character observation, on a server with ``--arc-max-sessions``: the API server's
 resident memory and ``arc_sessions`` stay flat once the cap is reached. With a store folder
-(``--churn-retention``), the folder's size on disk (``arc_store_dir_bytes``, the sessions
+(``--churn-retention``), the folder's size on disk (``arc_store_kept_bytes``, the sessions
 kept) with ``--arc-store-retention`` and without, and the requests' latency beside."""
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ async def churn(server, sessions: int, cap: int, store=None) -> dict:
                 folders = [folder for folder in store.iterdir() if folder.name.startswith("sess_")]
                 sample.update(stored_sessions=len(folders), store_mib=round(sum(
                     path.stat().st_size for folder in folders for path in folder.iterdir()) / 2 ** 20, 1),
-                    arc_store_dir_mib=round(gauge(server.base, "arc_store_dir_bytes") / 2 ** 20, 1))
+                    arc_store_dir_mib=round(gauge(server.base, "arc_store_kept_bytes") / 2 ** 20, 1))
             samples.append(sample)
             print(sample, flush=True)
     await client.close()

@@ -96,7 +96,10 @@ class Conversation:
                                     "command": {"type": "string"}}}}], **(extra or {})}
 
 
-def run_way(base: str, model: str, api: str, way: str, steps: int, checkpoints: list[int], window: int) -> dict:
+def run_way(base: str, model: str, api: str, way: str, steps: int, checkpoints: list[int], window: int,
+            probe=None) -> dict:
+    """``probe()``: a counter read after each request (the session store's bytes received, say);
+    each checkpoint then has its median growth per request (``probe_per_request``)."""
     bodies = observations()
     conversation = Conversation(api, way, model, bodies)
     conversation.held = conversation.task()
@@ -111,7 +114,8 @@ def run_way(base: str, model: str, api: str, way: str, steps: int, checkpoints: 
         if arc["session"] != session:
             raise RuntimeError(f"{api}/{way}: step {index} went to session {arc['session']}, not {session}")
         rows.append({"ms": ms, "arc_ms": arc["arc_ms"], "engine_ms": arc.get("engine_ms", 0.0),
-                     "route_ms": arc.get("route_ms", 0.0), "bytes": sent,
+                     "route_ms": arc.get("route_ms", 0.0), "bytes": sent, "store_ms": arc.get("store_ms", 0.0),
+                     "store_round_trips": arc.get("store_round_trips", 0), "probe": probe() if probe else None,
                      "conversation_tokens": arc.get("conversation_tokens")})
         if interval is None and (arc.get("conversation_tokens") or 0) > window // 2:
             interval = index - last
@@ -166,10 +170,16 @@ def compact_api(base: str, conversation: Conversation):
 
 def checkpoint(rows: list[dict], point: int) -> dict:
     window = rows[max(0, point - 10):point]
-    return {"latency_ms": round(median([row["ms"] for row in window]), 1),
+    probed = {}
+    if window and window[0]["probe"] is not None and point > len(window):
+        before = [rows[point - len(window) - 1]] + window
+        probed["probe_per_request"] = median([after["probe"] - earlier["probe"] for earlier, after in zip(before, window)])
+    return {**probed, "latency_ms": round(median([row["ms"] for row in window]), 1),
             "arc_ms": round(median([row["arc_ms"] for row in window]), 2),
             "route_ms": round(median([row["route_ms"] for row in window]), 2),
             "engine_ms": round(median([row["engine_ms"] for row in window]), 1),
+            "store_ms": round(median([row["store_ms"] for row in window]), 2),
+            "store_round_trips": median([row["store_round_trips"] for row in window]),
             "bytes_sent": window[-1]["bytes"]}
 
 

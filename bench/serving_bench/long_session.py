@@ -8,7 +8,9 @@ latency as the client sees it, ``arc_ms`` (ARC's own time on the request: taking
 messages in, rendering, compacting), ``route_ms`` (the route's: parsing the body, the API's
 translation into a chat body, finding the session), ``engine_ms`` and the body's bytes; each a
 median of the 10 requests before the checkpoint. The targets (issue 37): ``arc_ms`` at N no
-more than 2x that at 100, latency no more than 2.5x. At the end every observation sent is read
+more than 2x that at 100, latency no more than 2.5x. Over a durable store (``--store redis``)
+also ``store_ms``, the request's time on the store (its round trips), with the target (issue 46)
+at N no more than 1.5x that at 100. At the end every observation sent is read
 back by id, exactly.
 
 Where the route's time goes (``route_parts``): the last step's body rebuilt here and the
@@ -26,19 +28,30 @@ import time
 from bench.serving_bench.compaction import Conversation, observations, run_way
 
 TARGETS = {"arc_ms": 2.0, "latency_ms": 2.5}
+STORE_TARGET = 1.5  # issue 46: the store's time per request at N steps against that at 100 (--store redis)
 
 
-def long_session(base: str, model: str, steps: int, window: int) -> dict:
+def long_session(base: str, model: str, steps: int, window: int, redis_port: int | None = None) -> dict:
+    """``redis_port``: the session store's redis-server, whose bytes received per request each
+    checkpoint reports (``probe_per_request``: what a request writes to the store)."""
     checkpoints = sorted({100, 400, steps})
+    probe = None
+    if redis_port is not None:
+        import redis
+
+        client = redis.Redis(port=redis_port)
+        probe = lambda: int(client.info("stats")["total_net_input_bytes"])  # noqa: E731 - a counter read
     results = {}
     for api in ("chat", "messages", "responses"):
         started = time.perf_counter()
-        result = run_way(base, model, api, "resent", steps, checkpoints, window)
+        result = run_way(base, model, api, "resent", steps, checkpoints, window, probe)
         first, last = result["checkpoints"][str(checkpoints[0])], result["checkpoints"][str(steps)]
         result["growth"] = {name: round(last[name] / first[name], 2) if first[name] else None
-                            for name in ("latency_ms", "arc_ms", "route_ms", "engine_ms", "bytes_sent")}
+                            for name in ("latency_ms", "arc_ms", "route_ms", "engine_ms", "bytes_sent", "store_ms")}
         result["meets_targets"] = all(result["growth"][name] is not None and result["growth"][name] <= limit
                                       for name, limit in TARGETS.items())
+        if first["store_ms"]:  # a durable store: its time per request must not grow with the session
+            result["store_meets_target"] = result["growth"]["store_ms"] <= STORE_TARGET
         result["route_parts_ms"] = route_parts(api, "tiny", steps)
         result["wall_s"] = round(time.perf_counter() - started, 1)
         results[api] = result
