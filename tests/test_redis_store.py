@@ -105,8 +105,10 @@ async def test_a_request_writes_what_it_added_not_what_the_session_holds(smol, r
 
 
 def test_one_conversation_is_one_session_across_replicas_under_concurrency(smol, redis_url):
-    """20 requests of one implicit conversation at once, alternately on two replicas (each its
-    own event loop in its own thread, as two processes): one session, every observation once."""
+    """20 requests of one implicit conversation at once (under the client's own id, Codex's
+    thread say: its steps of 1 to 4 observations, in any order), alternately on two replicas
+    (each its own event loop in its own thread, as two processes): one session, every
+    observation once."""
     loops = [asyncio.new_event_loop() for _ in range(2)]
     threads = [threading.Thread(target=loop.run_forever, daemon=True) for loop in loops]
     for thread in threads:
@@ -115,7 +117,7 @@ def test_one_conversation_is_one_session_across_replicas_under_concurrency(smol,
 
     async def send(manager, index):
         messages = TASK + tool_turns(0, 1 + index % 4)
-        held = await manager.for_conversation(messages, "caller")
+        held = await manager.for_conversation(messages, "caller", "thread-1")
         session = None
         try:
             async with manager.using(held.id, write=True) as session:
@@ -141,8 +143,8 @@ def test_one_conversation_is_one_session_across_replicas_under_concurrency(smol,
         async with check.using(routed[0]) as session:
             assert len(session.store) == 4 and len(session.store.occurrences) == 4
         later = TASK + tool_turns(0, 5)
-        assert (await check.for_conversation(later, "caller")).id == routed[0]
-        assert (await check.for_conversation(later, "another caller")).id != routed[0]
+        assert (await check.for_conversation(later, "caller", "thread-1")).id == routed[0]
+        assert (await check.for_conversation(later, "another caller", "thread-1")).id != routed[0]
 
     asyncio.run(verify())
 

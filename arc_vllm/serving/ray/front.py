@@ -227,6 +227,12 @@ def main(argv: list[str]) -> int:
     args, rest = parser.parse_known_args(argv)
     if args.ray_replicas < 1:
         raise SystemExit("--ray-replicas: at least 1")
+    local_redis = any(arg.startswith(("redis://127.", "redis://localhost", "rediss://127.", "rediss://localhost"))
+                      for arg in rest)
+    if local_redis and not args.ray_address:
+        raise SystemExit("--arc-store: the local cluster runs in a network namespace of its own, whose "
+                         "loopback is not this machine's; give the Redis's unix socket (--arc-store "
+                         "unix:///path/redis.sock) or a Redis on another address")
     work = Path(tempfile.mkdtemp(prefix="arc-vllm-ray-"))
     if not given(rest, "--arc-store-dir") and not given(rest, "--arc-store"):
         if args.ray_address:

@@ -179,11 +179,18 @@ class SessionManager:
         """After a request: an implicit session is found by its conversation as it is now, and
         then the request's hold on the conversation it was routed by ends (``session`` None:
         only that, for a request that never had its session)."""
-        if session is not None and session.caller is not None and session.fingerprints:
+        remembers = session is not None and session.caller is not None and bool(session.fingerprints)
+        releases = routed is not None and routed.held is not None
+        # Both in one index where the conversation still starts as it was routed (one trip to a
+        # shared index, not two); a rewritten start is another index.
+        together = remembers and releases and (session.caller, session.fingerprints[:1]) == (routed.scope, routed.prints[:1])
+        if remembers:
             async with self.storage.conversations(session.caller, session.fingerprints) as index:
                 index.remember(session.id, session.caller, session.fingerprints,
                                self.seen.keys(session.caller, session.fingerprints))
-        if routed is not None and routed.held is not None:
+                if together:
+                    index.release(routed.held)
+        if releases and not together:
             async with self.storage.conversations(routed.scope, routed.prints) as index:
                 index.release(routed.held)
 
