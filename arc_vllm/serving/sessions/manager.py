@@ -293,7 +293,9 @@ class SessionManager:
         """The session, for one request, if ``who`` may continue (``write``) or read it (None:
         ARC's own use): held by the storage for the request (one process at a time where it is
         shared, reloaded where another changed it), counted as in use until it ends, and what
-        the request changed committed to the storage before it is let go."""
+        the request changed committed to the storage before it is let go. A request that
+        continues it (``write``) holds its lock too, for its whole length, streamed or not:
+        one such request of a session at a time (reads do not wait)."""
         if not await self.known(id):
             await self.missing(id)
         self.in_use[id] = self.in_use.get(id, 0) + 1
@@ -308,14 +310,15 @@ class SessionManager:
                 self.check(session, who, write)
                 self.touch(session)
                 self.sweep()
-                try:
-                    yield session
-                finally:
-                    # Still held: the storage takes the request's changes from its holder only.
-                    # Shielded: a client gone mid-request (its stream's task cancelled) still
-                    # leaves what the request archived stored.
-                    with anyio.CancelScope(shield=True):
-                        await self.commit(session)
+                async with session.lock if write else contextlib.nullcontext():
+                    try:
+                        yield session
+                    finally:
+                        # Still held: the storage takes the request's changes from its holder only.
+                        # Shielded: a client gone mid-request (its stream's task cancelled) still
+                        # leaves what the request archived stored.
+                        with anyio.CancelScope(shield=True):
+                            await self.commit(session)
             await self.sweep_stored()
         finally:
             count = self.in_use.get(id, 0) - 1

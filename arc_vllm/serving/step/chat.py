@@ -98,7 +98,8 @@ class ChatStep:
     engine calls (``call``), the commands served between them (``serve``). Made whole by its
     constructor, which checks the request, archives its new observations and builds its engine
     request (a ``SessionError`` for a request that cannot be served; what was archived before a
-    failure is saved). The caller holds the session's lock from construction until ``end``.
+    failure is saved). The caller holds the session (``SessionManager.using``) from construction
+    until ``end``.
 
     ``engine``: the server's ``ChatEngine``. ``continued``, ``ask``: what the request continues
     from (a ``Continuation``: the messages a handle stands for, a handoff the client kept) and
@@ -325,32 +326,31 @@ async def complete(body: dict, session, engine, raw_request=None, **options) -> 
     for an engine error. ``options``: ``ChatStep``'s keywords (the API, what the request continues
     from, the compaction it asks: a compaction answered alone calls no engine)."""
     check_body(body, options.get("continued", NOTHING_CONTINUED).held)
-    async with session.lock:
-        step = ChatStep(body, session, engine, raw_request, **options)
-        ask = step.ask
-        if ask is not None and ask.alone:
-            answer = answered_alone(step, body.get("model") or "")
-            await session.commit()
-            return answer
-        try:
-            while True:
-                result = await step.call()
-                step.count_usage(result.usage)
-                if len(result.choices) != 1 or not step.serve(result.choices[0].message):
-                    break
-        except BaseException:
-            step.end()
-            raise
-        response = result.model_dump(exclude_none=True)
-        strip_arc_calls(response)
-        if appendix := compaction.appended(ask):  # the model's summary, then ARC's stubs and handle
-            message = response["choices"][0].setdefault("message", {})
-            message["content"] = (message.get("content") or "") + appendix
-            ask.decoded_tokens = (response.get("usage") or {}).get("completion_tokens") or 0
-        response["arc"] = step.end(answer_of(response["choices"][0].get("message") or {}))
-        await session.commit()  # stored before the answer goes out
-        response["arc"].update(spent_figures())
-        return response
+    step = ChatStep(body, session, engine, raw_request, **options)
+    ask = step.ask
+    if ask is not None and ask.alone:
+        answer = answered_alone(step, body.get("model") or "")
+        await session.commit()
+        return answer
+    try:
+        while True:
+            result = await step.call()
+            step.count_usage(result.usage)
+            if len(result.choices) != 1 or not step.serve(result.choices[0].message):
+                break
+    except BaseException:
+        step.end()
+        raise
+    response = result.model_dump(exclude_none=True)
+    strip_arc_calls(response)
+    if appendix := compaction.appended(ask):  # the model's summary, then ARC's stubs and handle
+        message = response["choices"][0].setdefault("message", {})
+        message["content"] = (message.get("content") or "") + appendix
+        ask.decoded_tokens = (response.get("usage") or {}).get("completion_tokens") or 0
+    response["arc"] = step.end(answer_of(response["choices"][0].get("message") or {}))
+    await session.commit()  # stored before the answer goes out
+    response["arc"].update(spent_figures())
+    return response
 
 
 def answered_alone(step: ChatStep, model: str) -> dict:

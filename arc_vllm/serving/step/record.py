@@ -9,7 +9,9 @@ are both written from one ``StepRecord`` (``serving/step/chat.py`` ``ChatStep.en
     max_tokens             the answer's room at the last engine call (``max_tokens_asked``:
                            the client's)
     arc_ms, engine_ms      ARC's own time and the rest of the step (``route_ms``: the route's
-                           before the step: parse, translate, route)
+                           before the step: parse, translate, route; ``store_ms`` and
+                           ``store_round_trips``, the session store's share, join the ``arc``
+                           object after the commit: ``sessions/storage.py`` ``spent_figures``)
     human_turns            the user's own messages the last view showed: ``verbatim``,
                            ``shortened`` (head and stub line) and ``left_out`` (no room even for
                            heads); absent in a conversation without human turns

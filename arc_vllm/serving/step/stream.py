@@ -13,13 +13,13 @@ completions: ``data: {chunk}``, then ``data: [DONE]``; ``serving/apis/``). The c
 the final generation's ``finish_reason`` chunk, then (with ``stream_options.include_usage``)
 the usage chunk. The ``arc`` object rides the last: the usage chunk when usage was asked for,
 else the ``finish_reason`` chunk. An error after the first chunk is a chunk holding ``error``,
-and the last. The session's lock is held from the first chunk to the last, so a session's
-requests still run one at a time.
+and the last. The request holds its session (``SessionManager.using``: its lock, its store's hold)
+from before the first chunk to after the last, so a session's requests run one at a time,
+streamed or not.
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
 
 from arc_vllm.serving.compaction import ask as compaction
@@ -35,14 +35,12 @@ async def open_stream(body: dict, session, engine, raw_request=None, **options):
     """Start a streamed step on ``engine`` (``options``: ``ChatStep``'s keywords); returns the
     iterator of its chunks. Raises ``SessionError`` or ``EngineError`` when the request fails
     before its first chunk. A compaction answered alone (``serving/compaction/ask.py``) streams
-    with no engine call. The session's lock (the same context manager ``complete`` holds) is
-    taken here and let go when the last chunk has gone, or the request failed."""
+    with no engine call. The caller holds the session (``SessionManager.using``) until the last
+    chunk has gone."""
     check_body(body, options.get("continued", NOTHING_CONTINUED).held)
     if (body.get("n") or 1) > 1:
         raise SessionError("n: a streamed ARC answer has one choice (n=1); ask without stream "
                            "for several, or name no session")
-    holding = contextlib.AsyncExitStack()
-    await holding.enter_async_context(session.lock)
     stream_options = body.get("stream_options") or {}
     include_usage = bool(stream_options.get("include_usage"))
     step = None
@@ -51,15 +49,13 @@ async def open_stream(body: dict, session, engine, raw_request=None, **options):
         if step.ask is not None and step.ask.alone:
             result = answered_alone(step, body.get("model") or "")
             await session.commit()  # stored before the answer goes out
-            await holding.aclose()
             return alone_chunks(result, include_usage)
         events = await step.call(stream=True)
     except BaseException:
         if step is not None:  # what was archived is saved
             step.end()
-        await holding.aclose()
         raise
-    return relay(step, events, holding, include_usage, bool(stream_options.get("continuous_usage_stats")))
+    return relay(step, events, include_usage, bool(stream_options.get("continuous_usage_stats")))
 
 
 def last_chunks(base: dict, finish_reason, usage, arc: dict, include_usage: bool) -> list[dict]:
@@ -126,8 +122,7 @@ class Generation:
         return answer_of({"content": self.content, "tool_calls": calls, "reasoning": self.reasoning})
 
 
-async def relay(step: ChatStep, events, holding: contextlib.AsyncExitStack, include_usage: bool,
-                continuous_usage: bool = False):
+async def relay(step: ChatStep, events, include_usage: bool, continuous_usage: bool = False):
     base, arc = None, None
     role_sent = False
     client_calls = 0  # the client's tool calls numbered across generations
@@ -190,4 +185,3 @@ async def relay(step: ChatStep, events, holding: contextlib.AsyncExitStack, incl
             await events.aclose()
         if arc is None:
             step.end()
-        await holding.aclose()
