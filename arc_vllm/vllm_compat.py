@@ -60,7 +60,7 @@ HOOKS = {
 # them), by the app-state name each handler has: checked at start on the handlers the server
 # built (``check_handlers``), so a rename stops the server there, never a request.
 HANDLER_ATTRIBUTES = {
-    "openai_serving_chat": ["create_chat_completion", "model_config", "default_sampling_params"],
+    "openai_serving_chat": ["create_chat_completion", "_check_model", "model_config", "default_sampling_params"],
     "anthropic_serving_messages": ["_merge_inline_system", "_get_disabled_thinking_effort",
                                    "to_chat_completion_request", "messages_full_converter",
                                    "message_stream_converter", "count_tokens"],

@@ -115,6 +115,22 @@ def test_no_body_gets_a_5xx_and_a_4xx_changes_nothing(arc_server, named, api, da
     check(arc_server, path, body, {**headers, "X-ARC-Session": sid} if explicit else headers, sid)
 
 
+@pytest.mark.parametrize("api", ["chat", "messages", "responses"])
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_model_the_server_does_not_serve_is_vllms_404_and_stores_nothing(arc_server, named, api, stream):
+    """Found by the property above: a model name vLLM does not serve was refused by the engine
+    only after ARC had routed (an implicit session opened) and archived the request."""
+    model, sid = named
+    for explicit in (True, False):
+        path, body, headers = step(api, None, [f"never stored {explicit}"], "no-such-model", stream=stream)
+        headers = {**headers, "X-ARC-Session": sid} if explicit else headers
+        before = state(arc_server, sid)
+        status, answer, _ = call(arc_server.base, "POST", path, body, headers=headers)
+        assert status == 404, (explicit, answer)
+        assert "no-such-model" in json.dumps(answer), answer
+        assert state(arc_server, sid) == before, explicit
+
+
 @settings(max_examples=30)
 @given(budgets=VALUES, extra=st.dictionaries(TEXT, VALUES, max_size=2))
 def test_the_session_route_gives_a_status_to_every_body(arc_server, named, budgets, extra):

@@ -122,6 +122,10 @@ class ArcRoute(BaseRoute):
             translation = await api.translate(body, app, who.caller, size)
         except Declined:
             return None
+        if refused := await app.state.arc_engine.refused_model(translation.chat.get("model")):
+            if implicit:  # vLLM answers it, as without --arc
+                return None
+            raise refused
         manager, handles = app.state.arc_sessions, app.state.arc_handles
         continued = compaction.continuation(handles, translation, who.caller, sid)
         turn = compaction.client_turn(app.state.arc_client_compaction, handles, headers, body, translation, who.caller)

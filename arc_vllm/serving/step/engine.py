@@ -9,6 +9,7 @@ request model (``ChatCompletionRequest``). Built once per API server, in the plu
                                     checked before, and the sampling parameters vLLM would make
     tools_of(request)               its tools as vLLM hands them to the chat template
     await engine.create(request, raw_request)   the chat handler's answer (or event generator)
+    await engine.refused_model(model)   vLLM's own 404 for a model it does not serve, or None
 
 A step builds its engine request once (``serving/step/chat.py``) and copies it for each engine call
 with the call's messages and room (pydantic's ``model_copy``: nothing is validated twice).
@@ -20,7 +21,7 @@ from __future__ import annotations
 
 from pydantic import ValidationError
 
-from arc_vllm.serving.errors import SessionError, validation_message
+from arc_vllm.serving.errors import EngineError, SessionError, validation_message
 
 
 class ChatEngine:
@@ -58,6 +59,19 @@ class ChatEngine:
         except (ValueError, TypeError, VLLMClientError) as error:
             raise SessionError(str(error)) from None
         return request
+
+    async def refused_model(self, model) -> EngineError | None:
+        """vLLM's own answer (an ``EngineError``, 404) for a ``model`` it does not serve, asked
+        of its handler (LoRA adapters and ``VLLM_SKIP_MODEL_NAME_VALIDATION`` as vLLM has them),
+        so that a request naming another model is refused before ARC routes or stores anything.
+        None: served, no handler, or not a string (the request's validation names that)."""
+        if self.serving is None or not isinstance(model, str):
+            return None
+        error = await self.serving._check_model(self.request_class.model_construct(model=model))
+        if error is None:
+            return None
+        dumped = error.model_dump()
+        return EngineError({"error": dumped.get("error", dumped)}, getattr(error.error, "code", 404) or 404)
 
     async def create(self, request, raw_request):
         return await self.serving.create_chat_completion(request, raw_request)
