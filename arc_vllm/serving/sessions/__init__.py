@@ -7,6 +7,7 @@
     folder              a folder (--arc-store DIR): one machine's processes
     redis_store         Redis or Valkey (--arc-store redis://...): any replica on any node
     places              which storage --arc-store names
+    store_copy          sessions copied between stores (``arc-vllm store copy SRC DST``)
     parts               what a store holds of a session's state, and what changed since
     conversation_keys   the wire keys: the session a request names, its caller, the client's
                         own conversation id
