@@ -77,6 +77,11 @@ async def test_two_replicas_take_turns_on_one_session_with_its_whole_state(smol,
         for index, id in enumerate(loaded.store.ids()):
             assert loaded.store.get(id).content == f"log {index} line\n" * (40 + index)
         assert loaded.store.history() == [f"log {index} line\n" * (40 + index) for index in range(8)]
+    # Each replica lists the session as stored, not as its own copy left it (the first
+    # replica's copy is one request behind; found as a listing one observation short).
+    for manager in (first, second, third):
+        row, = [row for row in await manager.listing() if row["id"] == session.id]
+        assert row["observations"] == 8 and row["requests"] == 8, row
 
 
 async def test_a_request_writes_what_it_added_not_what_the_session_holds(smol, redis_url):

@@ -208,10 +208,21 @@ class SessionManager:
 
     async def listing(self, who=None) -> list[dict]:
         """The sessions ``who`` may read (None: every one): in memory, and (with a durable
-        storage) unloaded ones, most recent first."""
-        rows = [dict(session.summary(), in_memory=True) for session in self.sessions.values()
+        storage) unloaded ones, most recent first. Where the storage is shared, a session is
+        listed as stored: another process may have served it since this one kept its copy
+        (each request's changes are stored before its answer), so a copy here is listed only
+        while a request is making it."""
+        mine = [session for session in self.sessions.values()
                 if who is None or allows(session.tenant, session.user, who, write=False)]
-        rows += [dict(summary, in_memory=False) for summary in await self.storage.listing(set(self.sessions), who)]
+        if self.storage.shared:
+            rows = [dict(summary, in_memory=summary.get("id") in self.sessions)
+                    for summary in await self.storage.listing(set(), who)]
+            listed = {row.get("id") for row in rows}
+            rows += [dict(session.summary(), in_memory=True) for session in mine
+                     if session.id not in listed and self.in_use.get(session.id)]
+        else:
+            rows = [dict(session.summary(), in_memory=True) for session in mine]
+            rows += [dict(summary, in_memory=False) for summary in await self.storage.listing(set(self.sessions), who)]
         return sorted(rows, key=lambda row: row.get("last_used", 0), reverse=True)
 
     def ttl_of(self, session: Session) -> float | None:
