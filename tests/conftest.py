@@ -117,6 +117,21 @@ keyed_server = shared_server("keyed", "ARC under ``--api-key key-a key-b ops --a
 gateway_server = shared_server("gateway", "ARC behind a gateway: ``--arc-caller-header X-Caller`` (its key ``gw``; "
                                "``ops`` the operator's); no --arc-ui.")
 plain_server = shared_server("plain", "Plain vLLM (no --arc) on the tiny model with the same template and tool parser.")
+reasoning_server = shared_server("reasoning", "ARC on the tiny Qwen3-format model: Qwen3's tokenizer and template, "
+                                 "``--reasoning-parser qwen3``, ``--tool-call-parser hermes``, 32,768 tokens; outputs "
+                                 "forced with ``vllm_xargs.arc_test_forced``.")
+r1_server = shared_server("r1", "ARC on the tiny DeepSeek-R1-format model: R1's tokenizer and template (from its GGUF "
+                          "header), ``--reasoning-parser deepseek_r1``, ``--tool-call-parser hermes``, 32,768 tokens.")
+
+
+@pytest.fixture(scope="session")
+def reasoning_counter():
+    """Qwen3's tokenizer and chat template (the tiny Qwen3-format model's), which renders the
+    current tool loop's thinking: the counts of the reasoning server's prompts."""
+    from arc_vllm.core.tokens import HFTokenCounter
+    from arc_vllm.reasoning_model import prepare
+
+    return HFTokenCounter(str(prepare("qwen3")))
 
 
 @pytest.fixture(scope="session")

@@ -273,7 +273,7 @@ def test_memory_beyond_the_stored_bodies_stays_bounded(smol, monkeypatch):
     grown = overhead[600][0] - overhead[300][0]
     bodies_added = overhead[600][1] - overhead[300][1]
     assert grown < bodies_added / 3, (grown, bodies_added)
-    assert {index for index, _ in context._turn_cache} <= set(range(context.state.boundary,
+    assert {key[0] for key in context._turn_cache} <= set(range(context.state.boundary,
                                                                     len(context.turns)))
 
 

@@ -8,8 +8,6 @@ agent's) still compacts its observations to stubs, with no user message taken fo
 """
 
 import json
-import urllib.request
-import uuid
 
 import pytest
 from hypothesis import given, settings, strategies as st
@@ -17,90 +15,18 @@ from hypothesis import given, settings, strategies as st
 from arc_vllm.core.transcript import HUMAN_SIGNATURE
 
 from tests.helpers.api_calls import call, log, model_of, stored_exactly
+from tests.helpers.api_conversations import Conversation, arc_of
 from tests.helpers.conversations import visible_id
 from tests.helpers.human_turns import how_shown
 
 pytestmark = pytest.mark.slow
 
 WORDS = "keep the public API stable and never touch config/prod.yaml; the retry budget is seven".split()
-TOOL_SCHEMA = {"type": "object", "properties": {"path": {"type": "string"}}}
 
 
 def human_text(number: int, length: int) -> str:
     words = " ".join(WORDS[(number + index) % len(WORDS)] for index in range(length // 5))
     return f"HUMAN-{number}: {words}"
-
-
-class Conversation:
-    """One conversation in the client's own format for ``api``, grown step by step."""
-
-    def __init__(self, api: str, model: str):
-        self.api, self.model, self.id = api, model, f"conv-{uuid.uuid4().hex[:12]}"
-        self.items: list[dict] = [{"role": "user", "content": "Read every log and fix the failing request."}]
-
-    def tool(self, index: int, body: str, typed: str | None = None) -> None:
-        """A tool call and its result; ``typed``: what the user typed while it ran."""
-        arguments = {"path": f"log{index}"}
-        if self.api == "chat":
-            self.items += [{"role": "assistant", "content": "", "tool_calls": [{
-                "id": f"c{index}", "type": "function", "function": {"name": "cat", "arguments": json.dumps(arguments)}}]},
-                {"role": "tool", "tool_call_id": f"c{index}", "content": body}]
-            if typed is not None:
-                self.items.append({"role": "user", "content": typed})
-        elif self.api == "messages":
-            result = [{"type": "tool_result", "tool_use_id": f"t{index}", "content": body}]
-            self.items += [{"role": "assistant", "content": [{"type": "tool_use", "id": f"t{index}", "name": "cat",
-                                                                "input": arguments}]},
-                           {"role": "user", "content": result + ([{"type": "text", "text": typed}] if typed else [])}]
-        else:
-            self.items += [{"type": "function_call", "call_id": f"c{index}", "name": "cat",
-                            "arguments": json.dumps(arguments)},
-                           {"type": "function_call_output", "call_id": f"c{index}", "output": body}]
-            if typed is not None:
-                self.items.append({"role": "user", "content": typed})
-
-    def said(self, text: str) -> None:
-        """The assistant answers in text, and the user writes."""
-        if self.api == "messages":
-            self.items += [{"role": "assistant", "content": [{"type": "text", "text": "Done. What next?"}]},
-                           {"role": "user", "content": [{"type": "text", "text": text}]}]
-        else:
-            self.items += [{"role": "assistant", "content": "Done. What next?"}, {"role": "user", "content": text}]
-
-    def request(self, stream: bool) -> tuple[str, dict, dict]:
-        xargs = {"vllm_xargs": {"arc_debug": True}}
-        if self.api == "chat":
-            return "/v1/chat/completions", {"model": self.model, "messages": self.items, "max_tokens": 2,
-                                            "stream": stream, "tools": [{"type": "function", "function": {
-                                                "name": "cat", "parameters": TOOL_SCHEMA}}], **xargs}, \
-                {"X-Session-ID": self.id}
-        if self.api == "messages":
-            return "/v1/messages", {"model": self.model, "messages": self.items, "max_tokens": 2, "stream": stream,
-                                    "tools": [{"name": "cat", "input_schema": TOOL_SCHEMA}], **xargs}, \
-                {"X-Claude-Code-Session-Id": self.id}
-        return "/v1/responses", {"model": self.model, "input": self.items, "max_output_tokens": 2, "stream": stream,
-                                 "store": False, "prompt_cache_key": self.id,
-                                 "tools": [{"type": "function", "name": "cat", "parameters": TOOL_SCHEMA}], **xargs}, {}
-
-
-def arc_of(base: str, path: str, body: dict, headers: dict) -> dict:
-    """The ``arc`` object of one request, streamed or not (it rides the last event)."""
-    if not body["stream"]:
-        status, answer, _ = call(base, "POST", path, body, headers)
-        assert status == 200, answer
-        return answer["arc"]
-    request = urllib.request.Request(base + path, data=json.dumps(body).encode(), method="POST",
-                                     headers={"Content-Type": "application/json", **headers})
-    found = None
-    with urllib.request.urlopen(request, timeout=300) as response:
-        assert response.headers["Content-Type"].startswith("text/event-stream")
-        for line in response:
-            line = line.decode().strip()
-            if line.startswith("data: ") and line[6:] != "[DONE]":
-                data = json.loads(line[6:])
-                found = data.get("arc") or (data.get("response") or {}).get("arc") or found
-    assert found is not None, "no arc object in the stream"
-    return found
 
 
 steps = st.lists(st.one_of(

@@ -4,7 +4,7 @@ absolute and relative, at module level or inside functions alike (a lazy import 
 dependency), of every module under ``arc_vllm/`` and ``kernels/`` (installed as
 ``arc_vllm.kernels``). Every module has a layer:
 
-    base        the leaves: paths, offline, console, model_prep, ray_cluster, vllm_compat (stdlib
+    base        the leaves: paths, offline, console, model_prep, reasoning_model, ray_cluster, vllm_compat (stdlib
                 at import; model_prep converts with torch, ray_cluster starts Ray, vllm_compat
                 reads vLLM, all lazily)
     core        pure Python: no vLLM, no torch; core and base only
@@ -42,7 +42,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "arc_vllm"
 TESTS = ROOT / "tests"
-BASE = {"paths", "offline", "console", "model_prep", "ray_cluster", "vllm_compat"}
+BASE = {"paths", "offline", "console", "model_prep", "reasoning_model", "ray_cluster", "vllm_compat"}
 LAYERS = {"base", "core", "kernels", "kv", "policies", "agent", "replay", "evaluation", "serving",
           "inspector", "cost", "reports", "cli", "templates"}
 ENGINES = {"vllm", "torch", "triton"}

@@ -9,13 +9,16 @@
     S  <= summary  = min(M, what is left beyond R)                            (>= its header)
     H  <= recent   = free - P - recall - summary                              (>= R when F allows)
     W  <= humans   = min(W, humans_most); humans_most = what S and H hold beyond their minimum
+    T  <= thinking = min(T, recent / 2): the current loop's thinking shown whole, inside H
 
 These are caps, not reservations: the view is compacted only when the whole of it would
 exceed L, so a part that uses less leaves the room to the recent turns. W, the user's own
 messages that left H (``core/human_turns.py``), is shown at its real size, at most ``humans``
 (beyond it the oldest long ones are shortened to their head; only beyond ``humans_most``, the
 most it can take, is any left out), and takes its room from S's cap first, then H's
-(``ArcContext``): a conversation without human turns gets exactly the caps it had before. ``recent`` is what
+(``ArcContext``): a conversation without human turns gets exactly the caps it had before. T, the
+thinking of the tool loop the model is in (``core/thinking.py``), is part of H: its cap decides
+how much of the loop's thinking H shows whole, never more than half of H. ``recent`` is what
 compaction keeps H under (with a quarter left free) and the size above which one turn is
 shown cited rather than verbatim once a compaction was needed. A context that shows a note
 (the server's, leading S once ARC has acted) counts it as part of S's minimum.
@@ -62,6 +65,7 @@ class Budgets:
     window: int          # the context window L is taken from
     humans: int = 0      # cap on W, the user's messages shown after F once they left H
     humans_most: int = 0  # the most W takes (S and H at their minimum): none is left out below it
+    thinking: int = 0    # cap on the current loop's thinking shown whole (inside H)
 
     @property
     def answer(self) -> int:
@@ -101,7 +105,7 @@ class Budgets:
         most = max(0, summary - SUMMARY_MINIMUM_TOKENS) + max(0, recent - config.minimum_recent_tokens)
         return cls(prefix_tokens, summary, recent, catalog, recall, total, chunk,
                    min(per_page, config.stubs_per_page), overhead, note_tokens, config.context_window,
-                   min(config.human_budget_tokens, most), most)
+                   min(config.human_budget_tokens, most), most, min(config.thinking_budget_tokens, recent // 2))
 
 
 def give_way(size: int, smallest: int, short: int) -> tuple[int, int]:

@@ -3,7 +3,8 @@
 No model call. Turns before ``boundary`` form the summary S; the rest are the recent suffix
 H, kept verbatim where they fit. In S, older thoughts are truncated, short observations
 (< rho tokens) stay inline, long ones become their citation stub; a human turn's entry says
-where the user's words are (W, ``core/human_turns.py``), never an id. If S still exceeds M, the
+where the user's words are (W, ``core/human_turns.py``), never an id; a step with thinking names
+its stored thought's id (``core/thinking.py``). If S still exceeds M, the
 oldest entries collapse to their bare ``§id``, and if that is not enough the oldest are left
 out of S altogether (their stubs stay in the catalog, so nothing becomes unreachable).
 Both steps overshoot to 3/4 of M so that S, and with it the engine's cached prefix, changes
@@ -73,14 +74,17 @@ class Summarizer:
         return cached
 
     def _write_entry(self, turn: Turn, form: str) -> str:
+        thinking = turn.thinking_id
+        if thinking:
+            self.book.cite(thinking)  # its id is shown: fixed from now on
         if turn.human:  # the user's words are in W, whole or by their head: never an id here
             return formats.summary_human(turn.step, clip(turn.action, self.config.action_chars if form == FULL
-                                                         else MINIMAL_ACTION_CHARS))
+                                                         else MINIMAL_ACTION_CHARS), thinking)
         if form == BARE:
             if turn.obs_id is None:
-                return formats.summary_bare(turn.step, clip(turn.action, MINIMAL_ACTION_CHARS))
+                return formats.summary_bare(turn.step, clip(turn.action, MINIMAL_ACTION_CHARS), thinking)
             self.book.cite(turn.obs_id)  # shown as a handle: its stub text is fixed from now on
-            return formats.summary_bare(turn.step, bare(turn.obs_id))
+            return formats.summary_bare(turn.step, bare(turn.obs_id), thinking)
         thought = clip(turn.thought, self.config.thought_chars)
         action = clip(turn.action, self.config.action_chars)
         if turn.obs_id is None:
@@ -90,8 +94,8 @@ class Summarizer:
             result = formats.inline_observation(turn.obs_id, record.returncode, record.content)
         else:
             return formats.summary_entry(turn.step, thought, action, self.book.cite(turn.obs_id),
-                                         indent=True)
-        return formats.summary_entry(turn.step, thought, action, result)
+                                         indent=True, thinking=thinking)
+        return formats.summary_entry(turn.step, thought, action, result, thinking=thinking)
 
     def forget(self, index: int) -> None:
         """One turn's entries (it became a human turn: ``ArcContext.adopt_human_turns``)."""

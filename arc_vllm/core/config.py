@@ -17,6 +17,8 @@ serving model, chat template included):
                                      of the window (``core/budget.py``)
            handoff_tokens            cap on ARC's handoff, the summary a compacting client keeps
                                      in place of its history (``core/handoff.py``)
+           thinking_budget_tokens    cap on the current tool loop's thinking shown whole in H
+                                     (``core/thinking.py``)
 
 B is what F actually is; M, R, P and Q are caps, not reservations (``core/budget.py`` turns
 them into the caps of one context once F is known, and what a part leaves unused goes to H).
@@ -49,6 +51,8 @@ MINIMUM_OVERHEAD_TOKENS = 32
 MINIMUM_HANDOFF_TOKENS = 256
 # The head of a human turn in its smallest form (``core/human_turns.py``): a line of its words.
 SHORT_HEAD_TOKENS = 24
+# The head a thought shown as a stub keeps (``core/thinking.py``): its first line or two.
+THINKING_HEAD_TOKENS = 48
 
 
 # G_max, one default everywhere (the field's, ``for_window``'s: the server, the CLI, the benchmarks).
@@ -63,7 +67,8 @@ def option(default: int, help: str):
 
 # The budgets ``for_window`` splits from L (their share of it), and those it derives from them.
 WINDOW_SHARES = dict(summary_budget_tokens=0.26, recent_budget_tokens=0.30, catalog_budget_tokens=0.10,
-                     recall_budget_tokens=0.20, overhead_tokens=0.06, human_budget_tokens=0.20)
+                     recall_budget_tokens=0.20, overhead_tokens=0.06, human_budget_tokens=0.20,
+                     thinking_budget_tokens=0.15)
 WINDOW_DERIVED = (*WINDOW_SHARES, "recall_chunk_tokens", "stub_max_tokens", "handoff_tokens", "human_head_tokens")
 
 
@@ -99,6 +104,9 @@ class ArcConfig:
                                             "taken from the summary's room first")
     human_head_tokens: int = option(256, "the head a shortened user message shows, in tokens (its stub "
                                          "line names the id that returns it whole)")
+    thinking_budget_tokens: int = option(2048, "the most tokens of the current tool loop's thinking shown whole "
+                                               "(the newest thought is always whole; older ones of the loop beyond "
+                                               "it show their id and first tokens); a cap inside the recent turns'")
 
     def __post_init__(self) -> None:
         problems = [f"{f.name}={getattr(self, f.name)!r} must be a non-negative int"

@@ -25,6 +25,12 @@ stub line when H's cap needs it (never the newest one), and once it leaves H it 
 The newest human turn is always whole; one that cannot fit beside F and the other parts in
 their smallest form is refused (``HumanTurnTooLarge``, a 400 on the server).
 
+An assistant message's thinking is stored apart, under its own id, and the thinking of the tool
+loop the model is in (the turns since the newest human turn) stays with its turns in H, in every
+form, whole or (beyond T's cap, oldest first, never the newest) by its stub
+(``core/thinking.py``); a turn that leaves H names its thought's id in S, and a thought that leaves
+the view is listed in the catalog.
+
 Run ``python -m arc_vllm.core.context`` for a demonstration.
 """
 
@@ -44,6 +50,7 @@ from arc_vllm.core.formats import ARC_NOTE, bare, recalled_block
 from arc_vllm.core.human_turns import HumanTurns
 from arc_vllm.core.recall import RecallController
 from arc_vllm.core.store import ObsStore
+from arc_vllm.core.thinking import HIDDEN, Thinking
 from arc_vllm.core.tokens import CachedCounter
 from arc_vllm.core.transcript import human_words
 from arc_vllm.core.turn import CHAT, CITED, MINIMAL, REACT, VERBATIM, Turn, merge_groups, turn_messages
@@ -81,6 +88,7 @@ class ArcContext:
         self.recall = RecallController(self.store, self.book, self.counter, config)
         self.summarizer = Summarizer(self.store, self.book, self.counter, config)
         self.humans = HumanTurns(self.store, self.book, self.counter, config)
+        self.thinking = Thinking(self.store, self.counter)
         self.sizer = MessageSizer(self.counter)
         # F: the client's own prefix messages when given, else ARC's system note and the task.
         self.prefix = prefix or [{"role": "system", "content": system},
@@ -100,7 +108,8 @@ class ArcContext:
         for id in self.store.ids():
             self.catalog.add(id)
         self._forms: dict[int, int] = {}   # turns in H not shown verbatim -> their form
-        self._turn_cache: dict[tuple[int, int], tuple[list[dict], int]] = {}
+        # (turn, its form, its thought's form) -> its messages and their tokens
+        self._turn_cache: dict[tuple[int, int, int], tuple[list[dict], int]] = {}
         self.num_proactive = 0
         self.num_reactive = 0
         self.num_forced = 0
@@ -157,11 +166,13 @@ class ArcContext:
         """Archive a normal tool step's observation (before anything can hide it). ``human``:
         the observation is the user's own message (a chat turn's), shown whole or by its head,
         never as an id."""
+        thinking_id = self.thinking.record(reasoning, self.step + 1)  # the model thought, then acted
         record = self.store.append(action if signature is None else signature, observation,
                                    step=self.step + 1, returncode=returncode)
         self.step += 1
         self.turns.append(Turn(self.step, thought, action, record.id, style=style, call=call,
-                               group=group, role=role, reasoning=reasoning, human=human))
+                               group=group, role=role, reasoning=reasoning, human=human,
+                               thinking_id=thinking_id))
         if human:
             self.humans.add(len(self.turns) - 1)
         # Count the new turn now, once: every later view and compaction reads the cached
@@ -171,14 +182,16 @@ class ArcContext:
         return record
 
     def act(self, action: str, *, thought: str = "", commands=None, style: str = REACT,
-            call=None, group: int | None = None,
-            inline: bool = False) -> list[CommandResult] | None:
+            call=None, group: int | None = None, inline: bool = False,
+            reasoning: str = "") -> list[CommandResult] | None:
         """Serve the ARC commands in ``action`` (or the parsed ``commands``); None when there
         are none (a normal action). ``inline`` puts recalled text into the command's own
-        response (a tool message answers a tool call) instead of the recalled block U."""
+        response (a tool message answers a tool call) instead of the recalled block U.
+        ``reasoning``: what the model thought before the command (stored, and shown with it)."""
         commands = parse_commands(action) if commands is None else commands
         if not commands:
             return None
+        thinking_id = self.thinking.record(reasoning, self.step + 1)
         self.step += 1
         results = [self._execute(command) for command in commands]
         texts = []
@@ -190,7 +203,7 @@ class ArcContext:
             else:
                 texts.append(result.text)
         self.turns.append(Turn(self.step, thought, action, note="\n".join(texts), style=style,
-                               call=call, group=group))
+                               call=call, group=group, reasoning=reasoning, thinking_id=thinking_id))
         return results
 
     def _execute(self, command) -> CommandResult:
@@ -214,7 +227,9 @@ class ArcContext:
         """The bounded view for the next model call (proactive trigger: compacts only when
         the view would not fit)."""
         compacted = False
-        if self._estimate() > self.limit_tokens:
+        # Until ARC has acted the real count decides (a piece's estimate may count thinking a
+        # template drops): nothing is cited while the conversation fits.
+        if self.has_acted and self._estimate() > self.limit_tokens:
             self._compact()
             self.num_proactive += 1
             compacted = True
@@ -281,12 +296,11 @@ class ArcContext:
     def _turn(self, index: int, form: int) -> tuple[list[dict], int]:
         """A turn's messages in ``form`` and their tokens (cached: a form's text never
         changes, so H stays prefix-stable between compactions)."""
-        key = (index, form)
+        thinking = self._thinking_form(index, form)
+        key = (index, form, thinking)
         cached = self._turn_cache.get(key)
         if cached is None:
             turn = self.turns[index]
-            if turn.reasoning and index < self.state.thinking_from:  # a client cleared it (clear_thinking)
-                turn = replace(turn, reasoning="")
             observation = stub = ""
             if turn.obs_id is not None:
                 if form == VERBATIM:
@@ -297,11 +311,44 @@ class ArcContext:
                     stub = self.book.stub(turn.obs_id)
                 else:
                     stub = bare(turn.obs_id)
-            messages = turn_messages(turn, form, observation=observation, stub=stub,
-                                     config=self.config)
+            messages = turn_messages(turn, form, observation=observation, stub=stub, config=self.config,
+                                     thinking=self.thinking.text(turn, thinking))
             cached = (messages, self.sizer.messages(messages))
             self._turn_cache[key] = cached
         return cached
+
+    def _thinking_form(self, index: int, form: int) -> int:
+        """How a turn in ``form`` shows its thought: as ``core/thinking.py`` has it, unless a
+        client cleared it (``clear_thinking``)."""
+        if index < self.state.thinking_from:
+            return HIDDEN
+        return self.thinking.form(index, form)
+
+    def _forget(self, index: int, keep: int | None = None) -> None:
+        """A turn's cached messages (but those of form ``keep``): its form or its thought's changed."""
+        for key in [key for key in self._turn_cache if key[0] == index and key[1] != keep]:
+            del self._turn_cache[key]
+
+    @property
+    def loop_start(self) -> int:
+        """The first turn of the tool loop the model is in: the one after the newest human turn."""
+        newest = self.humans.newest
+        return 0 if newest is None else newest + 1
+
+    def _fit_thinking(self) -> None:
+        """At a compaction: the current loop's thoughts in H within T's cap (``core/thinking.py``),
+        never more than half of H's."""
+        cap = min(self.budgets.thinking, self._caps()[1] // 2)
+        for index in self.thinking.fit(self.turns, self.state.boundary, self.loop_start, cap):
+            self._forget(index)
+
+    def _list_hidden_thoughts(self) -> None:
+        """The thoughts of turns in H that the view no longer shows join the catalog (each
+        thought's id is in the view or in the catalog)."""
+        for index in range(self.state.boundary, len(self.turns)):
+            turn = self.turns[index]
+            if turn.thinking_id and self._thinking_form(index, self._forms.get(index, VERBATIM)) == HIDDEN:
+                self.catalog.add(turn.thinking_id)
 
     def _too_large(self, index: int, space: int) -> bool:
         """Whether a turn's body is certainly larger than ``space`` tokens (not counted)."""
@@ -341,9 +388,7 @@ class ArcContext:
                 max(self.config.minimum_recent_tokens, budgets.recent - (w - from_summary)))
 
     def _set_form(self, index: int, form: int) -> None:
-        for other in (VERBATIM, CITED, MINIMAL):
-            if other != form:
-                self._turn_cache.pop((index, other), None)
+        self._forget(index, keep=form)
         if form == VERBATIM:
             self._forms.pop(index, None)
         else:
@@ -354,20 +399,23 @@ class ArcContext:
         """Turns before ``boundary`` join S; their observations join the catalog."""
         for index in range(self.state.boundary, boundary):
             turn = self.turns[index]
+            if turn.thinking_id is not None:  # what the model thought, then what it saw
+                self.catalog.add(turn.thinking_id)
             if turn.obs_id is not None:
                 self.catalog.add(turn.obs_id)
             # A summarised turn never returns to H: drop its messages (they may hold a copy
             # of a large body), so memory stays proportional to the store.
             self._forms.pop(index, None)
-            for form in (VERBATIM, CITED, MINIMAL):
-                self._turn_cache.pop((index, form), None)
+            self._forget(index)
         self.state.boundary = max(self.state.boundary, boundary)
+        self.thinking.forget_before(self.state.boundary)
         # Human turns that left H join W, which keeps within its cap.
         self.humans.fit(self.turns, self.state.boundary, self.budgets.humans, self.budgets.humans_most)
 
     def _compact(self) -> None:
         state = self.state
         self._move_boundary(len(self.turns) - self.config.recent_turns)
+        self._fit_thinking()  # first: a turn's size in H is with its thought as shown
         for index in range(state.boundary, len(self.turns)):
             self._set_form(index, self._fitting_form(index))
         # Leave a quarter of H's cap free, so the next turns append without another
@@ -375,6 +423,7 @@ class ArcContext:
         # read anew each time: a human turn leaving H grows W.
         while state.boundary < len(self.turns) - 1 and self._recent_tokens() > self._caps()[1] * 3 // 4:
             self._move_boundary(state.boundary + 1)
+        self._list_hidden_thoughts()
         self.summarizer.shrink(self.turns, state, self._caps()[0], self.sizer.text)
         state.num_compactions += 1
 
@@ -392,8 +441,11 @@ class ArcContext:
             self._set_form(index, self._forms.get(index, VERBATIM) + 1)
         elif self.recall.materialized:
             self.recall.evict_oldest()
+        elif (index := self.thinking.shrink(self.turns, state.boundary, self.loop_start, self._forms)) is not None:
+            self._forget(index)  # a thought by its stub, the newest last
         elif not self.humans.shrink(self.turns, state.boundary):  # the user's words give way last
             return False
+        self._list_hidden_thoughts()
         return True
 
     def _shrinkable_turn(self) -> int | None:
@@ -449,18 +501,22 @@ class ArcContext:
                   if index >= self.state.boundary and index not in self.state.cleared
                   and self.turns[index].call.name not in exclude
                   and self._forms.get(index, VERBATIM) == VERBATIM]
+        if not chosen:
+            return 0, 0
+        self._fit_thinking()  # a cleared turn of the current loop keeps its thinking
         saved = {index: self._turn_tokens(index) - self._turn(index, CITED)[1] for index in chosen}
-        if not chosen or sum(saved.values()) < at_least_tokens:
+        if sum(saved.values()) < at_least_tokens:
             return 0, 0
         for index in chosen:
             self.state.cleared.append(index)
             self._set_form(index, CITED)
+        self._list_hidden_thoughts()
         return len(chosen), max(0, sum(saved.values()))
 
     def clear_thinking(self, keep_turns: int | None) -> tuple[int, int]:
         """Show no reasoning in assistant turns but the newest ``keep_turns`` that have some
-        (None: keep all). The reasoning stays in the session's transcript. Returns the turns
-        cleared now and the tokens freed."""
+        (None: keep all). Each thought stays stored: its id is listed in the catalog. Returns
+        the turns cleared now and the tokens freed."""
         if keep_turns is None:
             return 0, 0
         with_reasoning = [index for index, turn in enumerate(self.turns) if turn.reasoning]
@@ -472,8 +528,10 @@ class ArcContext:
         before = sum(self._turn_tokens(index) for index in newly if index >= self.state.boundary)
         self.state.thinking_from = start
         for index in newly:
-            for form in (VERBATIM, CITED, MINIMAL):
-                self._turn_cache.pop((index, form), None)
+            self._forget(index)
+            if self.turns[index].thinking_id and index < self.state.boundary:  # in H: listed below
+                self.catalog.add(self.turns[index].thinking_id)
+        self._list_hidden_thoughts()
         after = sum(self._turn_tokens(index) for index in newly if index >= self.state.boundary)
         return len(newly), max(0, before - after)
 
@@ -513,7 +571,8 @@ class ArcContext:
         the budgets."""
         state = {"state": asdict(self.state), "step": self.step,
                  "forms": [[index, form] for index, form in sorted(self._forms.items())],
-                 **self.recall.state(), **self.humans.state(), **({"native": True} if self.native else {}),
+                 **self.recall.state(), **self.humans.state(), **self.thinking.state(),
+                 **({"native": True} if self.native else {}),
                  "counts": {"proactive": self.num_proactive, "reactive": self.num_reactive,
                             "forced": self.num_forced, "last_tokens": self._last_tokens}}
         if not growing:
@@ -538,13 +597,14 @@ class ArcContext:
         context.catalog.restore(state)
         # An observation stored after the snapshot was taken (a crash in between) has no turn:
         # it is reached through the catalog, as every observation of a reopened store is.
-        in_turns = {turn.obs_id for turn in context.turns if turn.obs_id}
+        in_turns = {id for turn in context.turns for id in (turn.obs_id, turn.thinking_id) if id}
         for id in store.ids():
             if id not in context.catalog and id not in in_turns:
                 context.catalog.add(id)
         context.book.restore(state)
         context.recall.restore(state)
         context.humans.restore(context.turns, state)
+        context.thinking.restore(state)
         context.native = state.get("native", False)
         counts = state["counts"]
         context.num_proactive, context.num_reactive, context.num_forced = (
@@ -572,8 +632,7 @@ class ArcContext:
             if (turn.style == CHAT and turn.role == "user" and not turn.human and turn.obs_id is not None
                     and human_words(self.store.get(turn.obs_id).content)):
                 self.turns[index] = replace(turn, human=True)
-                for form in (VERBATIM, CITED, MINIMAL):
-                    self._turn_cache.pop((index, form), None)
+                self._forget(index)
                 self.summarizer.forget(index)
                 adopted += 1
         if adopted:

@@ -126,16 +126,23 @@ def catalog_no_page(page: int, pages: int) -> str:
 SUMMARY_HEADER = f"[ARC summary of earlier steps; §ids are exact stored observations: `{RECALL} §id`]"
 
 
-def summary_entry(step: int, thought: str, action: str, result: str, indent: bool = False) -> str:
+def summary_entry(step: int, thought: str, action: str, result: str, indent: bool = False,
+                  thinking: str | None = None) -> str:
     """One summarised step: its (clipped) thought and action, then its result: a stub
     (``indent``: its lines under the arrow), an inline short observation, or an ARC
-    command's reply."""
-    head = f"step {step}" + (f" · thought: {thought}" if thought else "") + f" · action: {action}"
+    command's reply. ``thinking``: the id of the step's stored thinking (``core/thinking.py``)."""
+    head = (f"step {step}" + (f" · thought: {thought}" if thought else "") + f" · action: {action}"
+            + thinking_reference(thinking))
     return f"{head}\n  → " + (result.replace("\n", "\n    ") if indent else result)
 
 
-def summary_bare(step: int, reference: str) -> str:
-    return f"step {step} · {reference}"
+def summary_bare(step: int, reference: str, thinking: str | None = None) -> str:
+    return f"step {step} · {reference}" + thinking_reference(thinking)
+
+
+def thinking_reference(id: str | None) -> str:
+    """Where a summarised step's thinking is: its id ('' for a step without)."""
+    return f" · thinking §{id}" if id else ""
 
 
 def inline_observation(id: str, returncode, content: str) -> str:
@@ -147,11 +154,22 @@ def summary_elided(first_step: int, last_step: int) -> str:
             "catalog)")
 
 
-def summary_human(step: int, action: str) -> str:
-    """A human turn in S: the assistant's text before it, and where the user's words are (W,
-    never an id: ``core/human_turns.py``)."""
-    head = f"step {step} · action: {action}\n  → " if action else f"step {step} · "
+def summary_human(step: int, action: str, thinking: str | None = None) -> str:
+    """A human turn in S: the assistant's text before it (and where its thinking is), and where
+    the user's words are (W, never an id: ``core/human_turns.py``)."""
+    head = (f"step {step} · action: {action}{thinking_reference(thinking)}\n  → " if action or thinking
+            else f"step {step} · ")
     return head + "the user's message (with the user's messages above, in their words)"
+
+
+# --- thinking (core/thinking.py) ---------------------------------------------------------------
+THINKING_SIGNATURE = "thinking"  # the store's signature of a stored thought (what its stub names)
+
+
+def thinking_stub(head: str, id: str, chars: int) -> str:
+    """A thought shown by its head: the id that returns it whole first, so it is never lost
+    to a reader who stops early."""
+    return f"[ARC · thought §{id}, {chars:,} chars, its head shown; `{RECALL} §{id}` returns it whole] {head}…"
 
 
 # --- the user's own messages (core/human_turns.py) -------------------------------------------

@@ -65,14 +65,18 @@ def without_developer_role(messages: list[Message]) -> list[Message]:
 def template_messages(messages: Sequence[Message], developer_role: bool = True) -> list[Message]:
     """Messages as vLLM hands them to a chat template: tool-call arguments parsed from their
     JSON text into objects (an invalid or non-object text becomes {}, as vLLM does), a
-    missing content as an empty string, and, for a template without a ``developer`` role,
-    developer messages as vLLM turns them into system ones (``without_developer_role``)."""
+    missing content as an empty string, an assistant's ``reasoning`` also as
+    ``reasoning_content`` (the name most templates read), and, for a template without a
+    ``developer`` role, developer messages as vLLM turns them into system ones
+    (``without_developer_role``)."""
     if not developer_role:
         messages = without_developer_role(list(messages))
     out = []
     for message in messages:
-        if message.get("content") is None or message.get("tool_calls"):
+        if message.get("content") is None or message.get("tool_calls") or message.get("reasoning") is not None:
             message = dict(message)
+            if message.get("reasoning") is not None and message.get("role") == "assistant":
+                message["reasoning_content"] = message["reasoning"]
             if message.get("content") is None:
                 message["content"] = ""
             calls = []

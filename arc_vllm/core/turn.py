@@ -17,8 +17,9 @@ CITED (the observation as its citation stub, thought and action clipped) and MIN
 ``§id`` and a 40-character action, at most ~200 tokens whatever the text; ArcConfig keeps
 the recent budget above that). A human turn (``human``: the user's own words, never an id)
 is shown in its CITED and MINIMAL forms by its head and stub line (``core/human_turns.py``
-writes them), in the user message it was. An assistant message's ``reasoning`` is shown in the VERBATIM
-form only: it is a thought, and older thoughts are what compaction truncates first. Run ``python -m arc_vllm.core.turn`` for an example.
+writes them), in the user message it was. An assistant message's ``reasoning`` is stored apart
+(``thinking_id``) and shown as its context decides (``core/thinking.py``: whole, as its stub, or
+not), in any form: the caller passes the text. Run ``python -m arc_vllm.core.turn`` for an example.
 """
 
 from __future__ import annotations
@@ -55,6 +56,7 @@ class Turn:
     role: str = "user"         # a chat turn's observation message (user, system, developer)
     reasoning: str = ""        # the assistant message's reasoning, as the client sent it
     human: bool = False        # a chat turn whose user message is the human's (``core/transcript.py``)
+    thinking_id: str | None = None  # the stored ``reasoning`` (``core/thinking.py``)
 
     @classmethod
     def of_state(cls, data: dict) -> "Turn":
@@ -63,11 +65,14 @@ class Turn:
         return cls(**{**data, "call": ToolCall(**call) if call else None})
 
     def state(self) -> dict:
-        """Its snapshot form: ``dataclasses.asdict`` without ``human`` where it is False (a
-        snapshot of a conversation with no human turn reads as it did before they existed)."""
+        """Its snapshot form: ``dataclasses.asdict`` without ``human`` where it is False and
+        ``thinking_id`` where there is none (a snapshot of a conversation without them reads as
+        it did before they existed)."""
         data = asdict(self)
         if not self.human:
             del data["human"]
+        if self.thinking_id is None:
+            del data["thinking_id"]
         return data
 
 
@@ -83,10 +88,11 @@ def clipped_arguments(arguments: str, limit: int) -> str:
     return json.dumps({formats.CLIPPED_ARGUMENTS_KEY: clip(arguments, limit)}, ensure_ascii=False)
 
 
-def turn_messages(turn: Turn, form: int, *, observation: str, stub: str, config) -> list[dict]:
+def turn_messages(turn: Turn, form: int, *, observation: str, stub: str, config, thinking: str = "") -> list[dict]:
     """``turn`` as chat messages in ``form``. ``observation`` is the stored body (VERBATIM),
     ``stub`` its citation stub (CITED) or bare ``§id`` reference (MINIMAL); of a human turn,
-    its head and stub line (CITED, MINIMAL), shown as the user message."""
+    its head and stub line (CITED, MINIMAL), shown as the user message. ``thinking``: the
+    assistant message's reasoning as shown ('' for none)."""
     if form == VERBATIM:
         thought, action, note = turn.thought, turn.action, turn.note
         arguments = turn.call.arguments if turn.call else ""
@@ -108,7 +114,7 @@ def turn_messages(turn: Turn, form: int, *, observation: str, stub: str, config)
         result = formats.cited_observation(stub)
     else:
         result = formats.minimal_observation(turn.step, turn.obs_id)
-    reasoning = {"reasoning": turn.reasoning} if turn.reasoning and form == VERBATIM else {}
+    reasoning = {"reasoning": thinking} if thinking else {}
     if turn.style == TOOL and turn.call is not None:
         call = {"id": turn.call.id, "type": "function",
                 "function": {"name": turn.call.name[:TOOL_NAME_CHARS], "arguments": arguments}}

@@ -28,16 +28,20 @@ from dataclasses import dataclass, field
 from arc_vllm.core.lru import CharBoundedLRU
 
 ANCHOR = {"role": "system", "content": "anchor"}
+# An assistant message with reasoning is measured after a user's query, where the templates that
+# keep the current tool loop's thinking (Qwen3's, GLM's) render it.
+QUERY = {"role": "user", "content": "query"}
 
 
 class MessageSizer:
     """Tokens one message adds to a prompt (its content plus its template framing), measured
-    with the real template as the difference it makes after a fixed first message, and cached
-    by (role, content)."""
+    with the real template as the difference it makes after a fixed first message (and a
+    user's query, for a message with reasoning), and cached by (role, content)."""
 
     def __init__(self, counter, max_chars: int = 2_000_000):
         self.counter = counter
         self._base = counter.count_messages([ANCHOR])
+        self._queried = counter.count_messages([ANCHOR, QUERY])
         self.cache = CharBoundedLRU(max_chars)  # keys are message texts: bound what they hold
 
     def __call__(self, message: dict) -> int:
@@ -47,7 +51,10 @@ class MessageSizer:
             key = (message["role"], json.dumps(message, sort_keys=True, ensure_ascii=False))
         cached = self.cache.get(key)
         if cached is None:
-            cached = self.counter.count_messages([ANCHOR, message]) - self._base
+            if message.get("reasoning"):
+                cached = self.counter.count_messages([ANCHOR, QUERY, message]) - self._queried
+            else:
+                cached = self.counter.count_messages([ANCHOR, message]) - self._base
             self.cache.put(key, cached, len(key[1]))
         return cached
 

@@ -50,7 +50,7 @@ def apply_step(context: ArcContext, step) -> bool:
     """What the agent did at ``step``: an ARC command, or an action and its observation
     (archived). True when an observation was taken in."""
     if step.style == REACT and parse_commands(step.action):
-        context.act(step.action, thought=step.thought)
+        context.act(step.action, thought=step.thought, reasoning=step.reasoning)
         return False
     context.observe(step.action, step.observation, thought=step.thought,
                     returncode=step.returncode, signature=step.signature,
@@ -68,6 +68,7 @@ def replay_one(trajectory: Trajectory, config: ArcConfig, counter) -> dict:
     # chain of 32 tokens (--arc-kv-reuse-max-moves 255 --arc-kv-reuse-min-gain 32)
     claims_most = ClaimReplay(block_size=PREFIX_BLOCK_TOKENS, max_moves=255, min_gain=32)
     calls, observations = [], []
+    stored, thoughts = [], set()  # what the store holds, in order (thoughts too); which are thoughts
     for step in trajectory.steps:
         started = time.perf_counter()
         view = context.render()
@@ -85,19 +86,25 @@ def replay_one(trajectory: Trajectory, config: ArcConfig, counter) -> dict:
                       "kv_relocatable_tokens": spans["relocatable"]})
         previous_ids = token_ids
         started = time.perf_counter()
+        if step.reasoning:
+            thoughts.add(len(stored))
+            stored.append(step.reasoning)
         if apply_step(context, step):
             observations.append(step.observation)
+            stored.append(step.observation)
         # Archiving and counting the new observation, once (not part of any compaction).
         calls[-1]["observe_ms"] = round((time.perf_counter() - started) * 1000, 3)
         # Full context: the same turn as the agent wrote it, verbatim.
+        turn = context.turns[-1]
         full_tokens += context.sizer.messages(turn_messages(
-            context.turns[-1], VERBATIM, observation=step.observation, stub="", config=config))
+            turn, VERBATIM, observation=step.observation, stub="", config=config, thinking=turn.reasoning))
     recalled = {id: recall_all(context.recall, id) for id in context.store.ids()}
-    exact = sum(1 for (_, id), original in zip(context.store.occurrences, observations)
-                if recalled[id] == original)
+    exact = [recalled[id] == original for (_, id), original in zip(context.store.occurrences, stored)]
     return {"id": trajectory.id, "steps": len(trajectory.steps), "observations": len(observations),
-            "distinct_observations": len(context.store), "exactly_recoverable": exact,
-            "history_rebuilds_exactly": context.store.history() == observations,
+            "distinct_observations": len(context.store),
+            "exactly_recoverable": sum(ok for index, ok in enumerate(exact) if index not in thoughts),
+            "thoughts": len(thoughts), "thoughts_exactly_recoverable": sum(exact[index] for index in thoughts),
+            "history_rebuilds_exactly": context.store.history() == stored,
             "prefix_tokens": context.prefix_tokens,
             "compactions": context.num_compactions, "calls": calls}
 

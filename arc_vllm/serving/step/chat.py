@@ -332,17 +332,22 @@ async def complete(body: dict, session, engine, raw_request=None, **options) -> 
         answer = answered_alone(step, body.get("model") or "")
         await session.commit()
         return answer
+    reasoning = ""  # of the generations whose command was served: the client's answer holds it, as a stream's does
     try:
         while True:
             result = await step.call()
             step.count_usage(result.usage)
             if len(result.choices) != 1 or not step.serve(result.choices[0].message):
                 break
+            reasoning += result.choices[0].message.reasoning or ""
     except BaseException:
         step.end()
         raise
     response = result.model_dump(exclude_none=True)
     strip_arc_calls(response)
+    if reasoning:
+        message = response["choices"][0].setdefault("message", {})
+        message["reasoning"] = reasoning + (message.get("reasoning") or "")
     if appendix := compaction.appended(ask):  # the model's summary, then ARC's stubs and handle
         message = response["choices"][0].setdefault("message", {})
         message["content"] = (message.get("content") or "") + appendix

@@ -113,17 +113,20 @@ class Generation:
         calls = [ToolCall(id=call["id"] or f"call_{index}", type="function",
                           function=FunctionCall(name=call["name"], arguments=call["arguments"]))
                  for index, call in sorted(self.calls.items())]
-        return ChatMessage(role="assistant", content=self.content or None, tool_calls=calls)
+        return ChatMessage(role="assistant", content=self.content or None, tool_calls=calls,
+                           reasoning=self.reasoning or None)
 
-    def answer(self) -> dict:
-        """What the client got of this generation, as a chat message (ARC's calls left out)."""
+    def answer(self, reasoning_before: str = "") -> dict:
+        """What the client got of this generation, as a chat message (ARC's calls left out);
+        ``reasoning_before``: the reasoning of the generations before it, which streamed too."""
         calls = [{"id": call["id"] or f"call_{index}", "function": {"name": call["name"], "arguments": call["arguments"]}}
                  for index, call in sorted(self.calls.items()) if call["name"] not in ARC_TOOL_NAMES]
-        return answer_of({"content": self.content, "tool_calls": calls, "reasoning": self.reasoning})
+        return answer_of({"content": self.content, "tool_calls": calls, "reasoning": reasoning_before + self.reasoning})
 
 
 async def relay(step: ChatStep, events, include_usage: bool, continuous_usage: bool = False):
     base, arc = None, None
+    reasoning = ""  # of the generations whose command was served (their reasoning deltas streamed)
     role_sent = False
     client_calls = 0  # the client's tool calls numbered across generations
     try:
@@ -153,6 +156,7 @@ async def relay(step: ChatStep, events, include_usage: bool, continuous_usage: b
                                                         "finish_reason": None}], **usage}
             step.count_usage(generation.usage)
             if step.serve(generation.message()):  # a command: served, and the model goes on
+                reasoning += generation.reasoning  # it reached the client: part of its answer
                 client_calls = held.num_client_calls
                 events = await step.call(stream=True)
                 continue
@@ -166,7 +170,7 @@ async def relay(step: ChatStep, events, include_usage: bool, continuous_usage: b
             finish = generation.finish_reason
             if finish == "tool_calls" and held.num_client_calls == client_calls:
                 finish = "stop"  # only ARC's calls were made, and the client saw none of them
-            arc = step.end(generation.answer())
+            arc = step.end(generation.answer(reasoning))
             await step.session.commit()  # stored before the last chunk tells the client it is done
             arc.update(spent_figures())
             for chunk in last_chunks(base, finish, generation.usage, arc, include_usage):

@@ -39,8 +39,11 @@ def command_of_call(name: str, arguments: str):
 
 
 def serve_commands(context, message) -> list:
-    """Serve the ARC commands of one model output; their results (empty: none in it)."""
+    """Serve the ARC commands of one model output; their results (empty: none in it). What the
+    model thought before them (its ``reasoning``) is stored and shown with them, so the next
+    generation sees the thinking of its own loop."""
     calls = [call for call in (message.tool_calls or []) if call.function.name in ARC_TOOL_NAMES]
+    reasoning = message.reasoning or ""
     results = []
     if calls:
         group = -(context.step + 1)  # unique: never merged with a client message's calls
@@ -48,13 +51,15 @@ def serve_commands(context, message) -> list:
             tool_call = tool_call_of(call.model_dump(), "tool_calls")
             command = command_of_call(tool_call.name, tool_call.arguments)
             # The thought goes with the first call of the message, as for the client's calls.
+            first = call is calls[0]
             results += context.act(call_signature(tool_call), commands=[command], style=TOOL,
                                    call=tool_call, group=group, inline=True,
-                                   thought=(message.content or "") if call is calls[0] else "")
+                                   thought=(message.content or "") if first else "",
+                                   reasoning=reasoning if first else "")
         return results
     text = message.content or ""
     commands = parse_commands(text)
-    return context.act(text, commands=commands, style=CHAT) if commands else []
+    return context.act(text, commands=commands, style=CHAT, reasoning=reasoning) if commands else []
 
 
 def strip_arc_calls(response: dict) -> None:
