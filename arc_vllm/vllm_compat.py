@@ -37,6 +37,8 @@ HOOKS = {
     "vllm.engine.arg_utils.EngineArgs": ["add_cli_args"],
     "vllm.v1.core.sched.scheduler.Scheduler": ["schedule"],
     "vllm.entrypoints.openai.chat_completion.serving.OpenAIServingChat": ["create_chat_completion"],
+    # A client error the handler raises is answered as vLLM answers it (serving/step/engine.py).
+    "vllm.entrypoints.serve.exception_handling.error_response": ["create_error_response"],
     # The API adapters (serving/apis/) run vLLM's own converters for these APIs.
     "vllm.entrypoints.anthropic.serving.AnthropicServingMessages": [
         "to_chat_completion_request", "messages_full_converter", "message_stream_converter",

@@ -218,3 +218,16 @@ def test_codex_echoes_its_reasoning_items_and_the_session_keeps_them(reasoning_s
     assert any(message.get("reasoning") == text for message in view)
     id = visible_id(THINKING_SIGNATURE, text)
     assert call(reasoning_server.base, "GET", f"/v1/arc/sessions/{arc['session']}/observations/{id}")[1] == text
+
+
+def test_without_a_reasoning_parser_a_budgeted_thinking_is_a_400_as_plain_vllm_gives(arc_server, plain_server):
+    """Why a server for Claude Code needs ``--reasoning-parser``: without one vLLM refuses a
+    budgeted ``thinking`` (its engine raises it), and ARC answers as vLLM does, in Anthropic's
+    error form; streamed too (where plain vLLM 0.32 sends a 200 with an ``internal_error`` event)."""
+    for server, streams in ((plain_server, (False,)), (arc_server, (False, True))):
+        for stream in streams:
+            status, answer, _ = call(server.base, "POST", "/v1/messages", {
+                "model": model_of(server), "max_tokens": 2048, "thinking": {"type": "enabled", "budget_tokens": 1024},
+                "messages": [{"role": "user", "content": "hi"}], "stream": stream})
+            assert status == 400 and answer["type"] == "error" and "--reasoning-parser" in answer["error"]["message"], \
+                (server.base, stream, answer)

@@ -36,7 +36,7 @@ class FakeEngine:
             return Refusal(message="This model's maximum context length is 4096 tokens. However, "
                                    "your prompt contains 5000 input tokens.", error=SimpleNamespace(code=400))
         calls = [self.tool_calls.pop(0)] if self.tool_calls else None
-        message = SimpleNamespace(content=None if calls else self.text, tool_calls=calls)
+        message = SimpleNamespace(content=None if calls else self.text, tool_calls=calls, reasoning=None)  # vLLM's fields
         usage = SimpleNamespace(prompt_tokens=100, prompt_tokens_details=SimpleNamespace(cached_tokens=64))
         return Result(choices=[SimpleNamespace(message=message)], usage=usage)
 

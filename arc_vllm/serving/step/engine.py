@@ -74,7 +74,17 @@ class ChatEngine:
         return EngineError({"error": dumped.get("error", dumped)}, getattr(error.error, "code", 404) or 404)
 
     async def create(self, request, raw_request):
-        return await self.serving.create_chat_completion(request, raw_request)
+        """vLLM's chat handler's answer: a response, an event generator, or an error response.
+        A client error vLLM raises rather than returns (a ``thinking`` budget on a server without
+        a reasoning parser) is made the error response vLLM makes of it, so the client gets it
+        in its own API's form (``errors.ErrorForms``), as plain vLLM's Messages route gives it."""
+        from vllm.entrypoints.serve.exception_handling.error_response import create_error_response
+        from vllm.exceptions import VLLMClientError
+
+        try:
+            return await self.serving.create_chat_completion(request, raw_request)
+        except VLLMClientError as error:
+            return create_error_response(error)
 
 
 def tools_of(request) -> list[dict] | None:

@@ -50,12 +50,38 @@ async def open_stream(body: dict, session, engine, raw_request=None, **options):
             result = answered_alone(step, body.get("model") or "")
             await session.commit()  # stored before the answer goes out
             return alone_chunks(result, include_usage)
-        events = await step.call(stream=True)
+        events = await started(await step.call(stream=True))
     except BaseException:
         if step is not None:  # what was archived is saved
             step.end()
         raise
     return relay(step, events, include_usage, bool(stream_options.get("continuous_usage_stats")))
+
+
+async def started(events):
+    """The engine's events with the first already read: vLLM refuses some requests only once
+    the generation begins (a ``thinking`` budget on a server without a reasoning parser), and
+    such a refusal, before anything was streamed, is an HTTP error in the client's API form, as
+    one before the engine call is. (The first event comes with the first token either way.)"""
+    try:
+        first = await events.__anext__()
+    except StopAsyncIteration:
+        first = None
+    for chunk in data_of(first or ""):
+        if "error" in chunk:
+            await events.aclose()
+            error = chunk["error"] if isinstance(chunk["error"], dict) else {"message": str(chunk["error"])}
+            raise EngineError({"error": error}, int(error.get("code") or 400))
+
+    async def chained():
+        try:
+            if first is not None:
+                yield first
+            async for block in events:
+                yield block
+        finally:  # a client gone mid-stream: vLLM aborts its request
+            await events.aclose()
+    return chained()
 
 
 def last_chunks(base: dict, finish_reason, usage, arc: dict, include_usage: bool) -> list[dict]:
