@@ -95,3 +95,17 @@ def test_after_an_arc_call_nothing_more_is_shown_while_commands_are_served():
     assert held.feed({"tool_calls": [call(0, "cat")]})[0]["tool_calls"][0]["index"] == 0
     assert held.feed({"tool_calls": [call(1, "_recall_meta")]})[0] == {}
     assert held.feed({"tool_calls": [call(2, "ls")]})[0] == {} and held.stopped
+
+
+@given(outputs(), st.lists(st.text(max_size=12), min_size=1, max_size=8), st.booleans())
+def test_reasoning_deltas_pass_at_once_whatever_the_text_holds(case, thoughts, commands):
+    """A reasoning model's thinking streams as it is made: each reasoning delta is released in
+    the same delta, unchanged, even while text that may be a command (or an ARC call) is held."""
+    text, pieces = case
+    held = HeldBack(commands=commands)
+    for index, piece in enumerate(pieces):
+        thought = thoughts[index % len(thoughts)]
+        out, _ = held.feed({"reasoning": thought, "content": piece})
+        assert out.get("reasoning") == thought
+    out, _ = held.feed({"reasoning": "after", "tool_calls": [{"index": 0, "id": "c", "function": {"name": "_recall"}}]})
+    assert out == {"reasoning": "after"}
