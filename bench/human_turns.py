@@ -61,7 +61,7 @@ class InSummary(ArcContext):
         state, turns = self.state, self.turns
         parts = [formats.SUMMARY_HEADER]
         if state.elided:
-            parts.append(formats.summary_elided(turns[0].step, turns[state.elided - 1].step))
+            parts.append(formats.SUMMARY_ELIDED)
         left_out = set(self.humans.in_w(state.boundary)[:self.humans.elided])
         for index in range(state.boundary):
             turn = turns[index]

@@ -16,6 +16,7 @@ from arc_vllm.core.handoff import write_handoff
 from arc_vllm.core.recall import recall_all
 from arc_vllm.core.snapshot import restore, snapshot
 from arc_vllm.core.transcript import HUMAN_SIGNATURE, human_words, take_in
+from arc_vllm.core.turn import CITED, VERBATIM
 from arc_vllm.serving.sessions.session import Session
 
 from tests.helpers.histories import make_text
@@ -59,6 +60,31 @@ def check_view(session, view, humans: list[tuple[str, str]]) -> None:
     assert figures["verbatim"] + figures["shortened"] + left_out == len(humans)
 
 
+def watch_w_by_size(context) -> list[int]:
+    """Check every fit of W as it happens (W sheds the biggest first): a turn it shortens
+    from whole is at least as big as every turn of W it leaves whole (the newest apart, and
+    those whose head would be no smaller). Returns a list that counts the fits that
+    shortened a turn beside one left whole."""
+    humans, fits = context.humans, []
+    fit = humans.fit
+
+    def checked(turns, boundary, cap, most=None):
+        before = dict(humans.forms)
+        changed = fit(turns, boundary, cap, most)
+        shown = humans.in_w(boundary)[humans.elided:]
+        size = {index: humans.entry(index, turns[index], VERBATIM)[1] for index in shown}
+        newly = [index for index in shown if index in humans.forms and index not in before]
+        whole = [index for index in shown if index not in humans.forms and index != humans.newest
+                 and humans.entry(index, turns[index], CITED)[1] < size[index]]
+        for index in newly:
+            assert all(size[other] <= size[index] for other in whole), (size[index], [size[o] for o in whole])
+        fits.append(bool(newly and whole))
+        return changed
+
+    humans.fit = checked
+    return fits
+
+
 # A tool loop: tool results of random lengths; the user speaking (after the assistant's text,
 # or typed while a tool ran: the text beside the tool result), sometimes with a client reminder
 # in the same message; reminders alone; forced compactions and recalls.
@@ -80,6 +106,7 @@ def test_every_human_turn_stays_verbatim_or_by_its_head_in_every_view(smol, hist
     messages = [{"role": "system", "content": "You are a coding agent."}, {"role": "user", "content": "Fix the bug."}]
     humans, bodies = [], []  # (text, id) of each human turn; every stored text in order
     session.take_in(messages, TOOLS, save=False)
+    watch_w_by_size(session.context)
     for index, event in enumerate(history):
         kind = event[0]
         if kind == "tool":
@@ -173,6 +200,76 @@ def test_a_40_kb_pasted_log_is_whole_while_newest_then_its_head_in_every_later_v
     assert forms[0] == "verbatim" and "head" in forms and None not in forms
     assert forms[forms.index("head"):] == ["head"] * (len(forms) - forms.index("head"))  # never grows back
     assert recall_all(session.context.recall, ids[1]) == paste
+
+
+@settings(max_examples=40, deadline=None)
+@given(sizes=st.lists(st.one_of(st.integers(1, 400), st.integers(400, 3_000), st.integers(20_000, 40_000)),
+                      min_size=2, max_size=10),
+       seed=st.integers(0, 2**20), cap=st.integers(100, 8_000))
+def test_w_shortens_the_biggest_first_and_no_more_than_it_must(smol, sizes, seed, cap):
+    """One fit of W over random human turns, some of them large pastes: the newest is whole;
+    every turn shortened is at least as big as every turn left whole; and the last one
+    shortened (the smallest) would not have fitted whole beside the others as they are shown."""
+    from arc_vllm.core.citation import CitationBook
+    from arc_vllm.core.human_turns import HumanTurns
+    from arc_vllm.core.store import ObsStore
+    from arc_vllm.core.turn import CHAT, MINIMAL, Turn
+
+    config, store = ArcConfig.for_window(32768, 1024), ObsStore()
+    humans, turns = HumanTurns(store, CitationBook(store, smol, config), smol, config), []
+    for step, length in enumerate(sizes, 1):
+        record = store.append("user message", human_text(step, seed + step, length), step=step)
+        turns.append(Turn(step, "", "Done.", record.id, style=CHAT, human=True))
+        humans.add(len(turns) - 1)
+    humans.fit(turns, len(turns), cap)
+    assert humans.newest not in humans.forms
+    size = {index: humans.entry(index, turns[index], VERBATIM)[1] for index in humans.order}
+    shortened = [index for index in humans.order if index in humans.forms]
+    whole = [index for index in humans.order[humans.elided:-1] if index not in humans.forms
+             and humans.entry(index, turns[index], CITED)[1] < size[index]]
+    for index in shortened:
+        assert all(size[other] <= size[index] for other in whole)
+    if not humans.elided and MINIMAL not in humans.forms.values():
+        capped = humans._capped(turns, humans.order, humans.forms, 0)
+        assert capped <= cap or not whole
+        if shortened:  # the last one shortened (the smallest) was needed
+            index = min(shortened, key=lambda index: (size[index], -index))
+            assert capped - humans.entry(index, turns[index], CITED)[1] + size[index] > cap
+
+
+def test_a_pasted_log_gives_way_before_any_instruction(smol):
+    """Issue 54's case: six instructions of about 2,600 characters and a 40 KB paste sent
+    among them, grown past a 32k window. Over W's cap the paste is shortened to its head; every
+    instruction stays whole in every view (W's cap holds them all beside the paste's head)."""
+    session = Session("sess_paste_first", ArcConfig.for_window(32768, 1024), smol, None)
+    words = "never touch the config file keep retries at seven run tests before each commit".split()
+    instructions = [f"INSTRUCTION {number}: " + " ".join(words[(number + count) % len(words)] for count in range(480))
+                    for number in range(6)]
+    assert all(2_400 < len(text) < 2_800 for text in instructions)
+    paste = "Here is the failing log:\n" + "".join(
+        f"2026-12-03T10:{index // 60 % 60:02d}:{index % 60:02d} worker-{index % 7} GET /api/items/{index} 200\n"
+        for index in range(780))
+    messages = [{"role": "system", "content": "You are a coding agent."}, {"role": "user", "content": "Fix the bug."}]
+    said = instructions[:3] + [paste] + instructions[3:]
+    session.take_in(messages, TOOLS, save=False)
+    fits = watch_w_by_size(session.context)
+    forms, index = [], 0
+    for step in range(60):
+        messages += tool_call(step, f"line {step}: " + "x" * 3_000 + "\n" * 20)
+        if step % 2 and index < len(said):  # the user speaks at every second step
+            messages += [{"role": "assistant", "content": "Done. What next?"}, {"role": "user", "content": said[index]}]
+            index += 1
+        session.take_in(messages, TOOLS, save=False)
+        view = session.context.render()
+        assert view.tokens <= session.context.limit_tokens
+        ids = [turn.obs_id for turn in session.context.turns if turn.human]
+        for text, id in zip(said, ids):
+            if text is not paste:
+                assert how_shown(view.messages, text, id) == "verbatim", text[:20]
+        if len(ids) > 3:
+            forms.append(how_shown(view.messages, paste, ids[3]))
+    assert "head" in forms and None not in forms and any(fits)
+    assert recall_all(session.context.recall, ids[3]) == paste
 
 
 def test_the_newest_user_message_that_cannot_fit_is_refused_by_name(smol):

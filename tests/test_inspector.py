@@ -28,7 +28,9 @@ def drive(base: str, headers: dict | None = None, turns: int = 10, compactions_a
     model = call(base, "GET", "/v1/models", headers=headers)[1]["data"][0]["id"]
     messages, compactions = [{"role": "user", "content": "Read every log."}], 0
     for index in range(turns):
-        body = "".join(f"log {index} line {n}: ok\n" for n in range(150))
+        # Logs that fit H (about 900 tokens): compactions move turns out of H, into the catalog
+        # (a log over H's cap would be cited where it is, and the catalog stay empty).
+        body = "".join(f"log {index} line {n}: ok\n" for n in range(100))
         turn, _ = tool_turn(index, body)
         messages += turn
         status, answer = call(base, "POST", "/v1/chat/completions", {

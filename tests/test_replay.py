@@ -39,11 +39,13 @@ def test_sample_replays_within_budget_and_recovers_everything(tmp_path):
     assert 0 < uncached["floor"] < uncached["with_kv_reuse"] < uncached["without_kv_reuse"]
     # Over its warm-up stages the connector claims most of what any placement could reuse at
     # its settings that claim most (KV moved again, every chain of 32 tokens staged); at its
-    # defaults (moved once, chains of 128) less, but over half: stages are planned on the runs
-    # still movable (0.46 when they were planned on every run).
+    # defaults (moved once, chains of 128) less. Since compactions cut to the low-water mark
+    # (issue 54) they move far less (relocatable 14.7k tokens where it was 34k), and what moves
+    # is mostly short runs between the cited turns, so the shares are lower than before
+    # (0.72 and 0.46 where they were 0.82 and 0.58) while the uncached total fell by a quarter.
     claimed, relocatable = summary["compaction_kv_staged_claimable_tokens"], summary["compaction_kv_relocatable_tokens"]
     most = summary["compaction_kv_staged_claimable_tokens_most"]
-    assert most >= 0.8 * relocatable and 0.55 * relocatable < claimed < most
+    assert most >= 0.65 * relocatable and 0.4 * relocatable < claimed < most
     assert uncached["without_kv_reuse"] - uncached["with_kv_reuse_most"] == most
     per = json.loads((tmp_path / "trajectories" / "needle-hunt.json").read_text())
     assert per["compactions"] > 0 and len(per["calls"]) == per["steps"]
@@ -126,18 +128,31 @@ def test_each_real_format_is_detected_and_read_in_the_agents_own_format():
     assert any(step.observation == "" for step in tools)     # a null tool result
 
 
-def test_text_protocol_logs_give_the_views_they_gave_before_human_turns(smol):
+def test_text_protocol_logs_give_their_pinned_views(smol):
     """Every view of the text-protocol samples (ARC's own, mini-swe-agent, OpenHands, SWE-agent;
-    4k and 16k), as the code before human turns were told apart from observations rendered it
-    (``tests/fixtures/replay_views``, written at 893c7fa): the same tokens, the same messages."""
+    4k and 16k) is the one pinned in ``tests/fixtures/replay_views/views.json``; and up to each
+    conversation's first compaction it is also the view the code of 893c7fa rendered, before
+    human turns were told apart and before compactions cut to a low-water mark: those changes
+    move compactions and nothing before them."""
     import importlib.util
 
     spec = importlib.util.spec_from_file_location("make_replay_views", ROOT / "tests/fixtures/make_replay_views.py")
     maker = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(maker)
-    expected = json.loads((ROOT / "tests/fixtures/replay_views/views.json").read_text())
-    assert maker.views(smol) == expected
-    assert sum(len(calls) for log in expected.values() for window in log.values() for calls in window.values()) > 400
+    made = maker.views(smol)
+    assert made == json.loads((ROOT / "tests/fixtures/replay_views/views.json").read_text())
+    before = json.loads((ROOT / "tests/fixtures/replay_views/views_893c7fa.json").read_text())
+    compared = 0
+    for log, windows in made.items():
+        for window, trajectories in windows.items():
+            for trajectory, calls in trajectories.items():
+                old = before[log][window][trajectory]
+                assert len(old) == len(calls)
+                uncompacted = [call[:2] for call in calls if call[2] == 0]
+                assert uncompacted == old[:len(uncompacted)]
+                compared += len(uncompacted)
+    assert compared > 80  # 96 views come before a first compaction
+    assert sum(len(calls) for log in made.values() for window in log.values() for calls in window.values()) > 400
 
 
 def test_tau_benchs_user_messages_are_human_turns_in_replay():

@@ -356,8 +356,10 @@ def test_in_server_recall_loop_with_the_embedded_model(tmp_path, smol):
         secret = "".join(rows[:20]) + "NEEDLE=KQXWVTRB\n" + "".join(rows[20:])
         turn, signature = tool_turn(1, secret)
         messages = [{"role": "user", "content": "Find the needle in log1.txt."}] + turn
-        for index in range(2, 8):  # more reading, so the first log is summarised and cited
-            more, _ = tool_turn(index, f"noise {index}\n" * 300)
+        # More reading, so the first log is summarised and cited: logs that each fit H, so turns
+        # leave it (a log over H's cap would be cited in place, and the first one kept).
+        for index in range(2, 10):
+            more, _ = tool_turn(index, f"noise {index}\n" * 150)
             messages += more
         id = visible_id(signature, secret)
         response = client.chat.completions.create(

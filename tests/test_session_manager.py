@@ -11,6 +11,8 @@ import time
 
 import pytest
 
+from arc_vllm.core import formats
+
 from arc_vllm.serving.sessions.places import storage_for
 from arc_vllm.serving.sessions.manager import SessionManager
 from arc_vllm.serving.errors import SessionError
@@ -246,8 +248,18 @@ async def test_a_session_stored_by_the_code_before_its_state_was_declared_once_l
         "scope-" + "c" * 34, "thread-1", "tenant-a", "user-1")
     assert session.last_answer == {"role": "assistant", "content": "done"} and len(session.records) == 10
     assert session.context.native and session.context.num_compactions > 0
-    assert session.context.current_view().messages == expected["messages"]
-    assert session.context.render().tokens == expected["tokens"]
+    # The view rendered then, but for its catalog page: since 2026-12-05 the page's line comes
+    # after its stubs (a page that gains a stub keeps its text up to it: the prefix cache).
+    shown = session.context.current_view().messages
+    assert len(shown) == len(expected["messages"])
+    for now, then in zip(shown, expected["messages"]):
+        if isinstance(then.get("content"), str) and formats.CATALOG_PAGE_MARK in then["content"]:
+            lines = then["content"].split("\n")
+            page = next(line for line in lines if line.startswith(formats.CATALOG_PAGE_MARK))
+            assert now["content"] == "\n".join([line for line in lines if line != page] + [page])
+        else:
+            assert now == then
+    assert abs(session.context.render().tokens - expected["tokens"]) <= 2
     session.context.observe("cat(next)", "more\n" * 50)
     assert session.context.render().tokens <= session.config.input_budget_tokens
     session.save()

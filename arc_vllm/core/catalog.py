@@ -72,9 +72,8 @@ class Catalog:
         if not ids:
             return ""
         first = (page - 1) * self.per_page + 1
-        header = formats.catalog_header(page, self.num_pages, first, first + len(ids) - 1,
-                                        len(self.entries))
-        return "\n".join([header, *(self.book.cite(id) for id in ids)])
+        footer = formats.catalog_footer(page, self.num_pages, first, first + len(ids) - 1, len(self.entries))
+        return "\n".join([*(self.book.cite(id) for id in ids), footer])
 
     def execute(self, command) -> CommandResult:
         if isinstance(command, CatalogNext):

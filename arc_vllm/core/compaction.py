@@ -7,8 +7,10 @@ where the user's words are (W, ``core/human_turns.py``), never an id; a step wit
 its stored thought's id (``core/thinking.py``). If S still exceeds M, the
 oldest entries collapse to their bare ``§id``, and if that is not enough the oldest are left
 out of S altogether (their stubs stay in the catalog, so nothing becomes unreachable).
-Both steps overshoot to 3/4 of M so that S, and with it the engine's cached prefix, changes
-rarely. An entry's text depends only on the turn and its form, so it is rendered once.
+Both steps overshoot to half of M so that S, and with it the engine's cached prefix, changes
+rarely (each shrink rewrites S from its first collapsed entry on; between shrinks S only grows
+at its end), and the line that stands for the entries left out is one text whatever their
+number, so leaving out more does not change S's start. An entry's text depends only on the turn and its form, so it is rendered once.
 
 Run ``python -m arc_vllm.core.compaction`` to print a summary of a small synthetic history.
 """
@@ -115,7 +117,7 @@ class Summarizer:
         # existing text, and so the engine's cached prefix through it, unchanged.
         parts = [formats.SUMMARY_HEADER]
         if state.elided:
-            parts.append(formats.summary_elided(turns[0].step, turns[state.elided - 1].step))
+            parts.append(formats.SUMMARY_ELIDED)
         tokens = sum(self.counter.count(part) + 1 for part in parts)
         for index in range(state.elided, state.boundary):
             form = BARE if index < state.collapsed else FULL
@@ -129,7 +131,7 @@ class Summarizer:
         """Collapse, then elide, the oldest entries until S fits ``budget`` tokens. ``forget``:
         drop the cached entries of elided turns (a context's own S never shows them again;
         the handoff's summary is written over a state of its own and leaves them)."""
-        target = budget * 3 // 4
+        target = budget // 2
         text, estimate = self.summary(turns, state)
         # The estimate (sum of cached piece counts) is close; the exact count of S costs a
         # full tokenisation, so it is taken only when the estimate cannot decide.

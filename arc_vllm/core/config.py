@@ -104,6 +104,9 @@ class ArcConfig:
                                             "taken from the summary's room first")
     human_head_tokens: int = option(256, "the head a shortened user message shows, in tokens (its stub "
                                          "line names the id that returns it whole)")
+    compact_to_percent: int = option(70, "the low-water mark: a compaction cuts the view to at most this share of L, "
+                                         "so the next one comes that much later (100: only as far as the parts' "
+                                         "caps need)")
     thinking_budget_tokens: int = option(2048, "the most tokens of the current tool loop's thinking shown whole "
                                                "(the newest thought is always whole; older ones of the loop beyond "
                                                "it show their id and first tokens); a cap inside the recent turns'")
@@ -149,6 +152,9 @@ class ArcConfig:
                 f"recall chunk {self.minimum_recall_chunk_tokens + RECALL_FRAMING_TOKENS} + summary "
                 f"{SUMMARY_MINIMUM_TOKENS}), over L = context_window - max_tokens = "
                 f"{self.input_budget_tokens}; lower them or max_tokens")
+        if not 10 <= self.compact_to_percent <= 100:
+            raise ValueError(f"invalid ArcConfig: compact_to_percent={self.compact_to_percent} must be "
+                             "between 10 and 100 (percent of L)")
         if self.answer_room_percent > 90:
             raise ValueError(f"invalid ArcConfig: answer_room_percent={self.answer_room_percent} "
                              "must be at most 90 (percent of the context window)")

@@ -54,7 +54,7 @@ from arc_vllm.core.thinking import HIDDEN, Thinking
 from arc_vllm.core.tokens import CachedCounter
 from arc_vllm.core.transcript import human_words
 from arc_vllm.core.turn import CHAT, CITED, MINIMAL, REACT, VERBATIM, Turn, merge_groups, turn_messages
-from arc_vllm.core.view import MessageSizer, View, serialize
+from arc_vllm.core.view import MessageSizer, View, serialize, uncached_tokens
 
 
 
@@ -114,6 +114,7 @@ class ArcContext:
         self.num_reactive = 0
         self.num_forced = 0
         self._last_tokens: int | None = None  # the last view's tokens (a refusal names them)
+        self._last_view: list[dict] | None = None  # its messages, in this process
 
     def set_tools(self, tools: list[dict] | None) -> None:
         """The tools the engine renders into the prompt: part of F. Raises ``PrefixTooLarge``
@@ -226,15 +227,16 @@ class ArcContext:
     def render(self) -> View:
         """The bounded view for the next model call (proactive trigger: compacts only when
         the view would not fit)."""
-        compacted = False
+        compacted, before = False, None
         # Until ARC has acted the real count decides (a piece's estimate may count thinking a
         # template drops): nothing is cited while the conversation fits.
-        if self.has_acted and self._estimate() > self.limit_tokens:
+        if self.has_acted and (before := self._estimate()) > self.limit_tokens:
             self._compact()
             self.num_proactive += 1
             compacted = True
         view = self._build()
         if view.tokens > self.limit_tokens and not compacted:
+            before = view.tokens
             self._compact()
             self.num_proactive += 1
             compacted = True
@@ -247,8 +249,19 @@ class ArcContext:
                 raise RuntimeError(f"cannot fit the view in {total} tokens (at {view.tokens})")
             view = self._build()
             compacted = True
+        return self._shown(view, compacted, before)
+
+    def _shown(self, view: View, compacted: bool, before: int | None) -> View:
+        """``view`` as the one the model gets now; a compaction's figures on it: the tokens it
+        freed (from the view it would have been) and those it left the engine to prefill anew
+        (from its first token that differs from the last view's on: its cost to the prefix cache)."""
         view.compacted = compacted
+        if compacted:
+            view.freed_tokens = max(0, (before or view.tokens) - view.tokens)
+            if self._last_view is not None:
+                view.uncached_tokens = uncached_tokens(self._last_view, view.messages, self.sizer, view.tokens)
         self._last_tokens = view.tokens
+        self._last_view = view.messages
         return view
 
     def on_overflow(self, error: object = None) -> View:
@@ -261,9 +274,7 @@ class ArcContext:
         view = self.render()
         while refused is not None and view.tokens >= refused and self._tighten():
             view = self._build()
-        view.compacted = True
-        self._last_tokens = view.tokens
-        return view
+        return self._shown(view, True, refused)
 
     def _refuse_newest_human(self, view_tokens: int) -> None:
         """Raise ``HumanTurnTooLarge`` when the newest human turn, always whole, is what keeps
@@ -414,6 +425,9 @@ class ArcContext:
 
     def _compact(self) -> None:
         state = self.state
+        if self._compact_in_place():
+            state.num_compactions += 1
+            return
         self._move_boundary(len(self.turns) - self.config.recent_turns)
         self._fit_thinking()  # first: a turn's size in H is with its thought as shown
         for index in range(state.boundary, len(self.turns)):
@@ -421,11 +435,41 @@ class ArcContext:
         # Leave a quarter of H's cap free, so the next turns append without another
         # compaction (each compaction costs the engine the cached prefix after S). H's cap is
         # read anew each time: a human turn leaving H grows W.
-        while state.boundary < len(self.turns) - 1 and self._recent_tokens() > self._caps()[1] * 3 // 4:
+        while state.boundary < len(self.turns) - 1 and (self._recent_tokens() > self._caps()[1] * 3 // 4
+                                                         or self._estimate() > self.low_water_tokens):
             self._move_boundary(state.boundary + 1)
         self._list_hidden_thoughts()
         self.summarizer.shrink(self.turns, state, self._caps()[0], self.sizer.text)
         state.num_compactions += 1
+
+    @property
+    def low_water_tokens(self) -> int:
+        """What a compaction cuts the view to (``compact_to_percent`` of L): the next comes later."""
+        return self.limit_tokens * self.config.compact_to_percent // 100
+
+    def _compact_in_place(self) -> bool:
+        """The cheapest compaction, where it is enough: the turns in H too large for H's cap (a
+        long new observation, typically) shown cited where they are, nothing else changed, when
+        that alone brings the view under the low-water mark. The view then differs from the
+        last one only from the first of them on (the engine's prefix cache keeps the rest), and
+        no turn leaves H. Whether it was enough (and done)."""
+        state = self.state
+        if state.boundary == 0 and not self.has_acted and len(self.turns) <= self.config.recent_turns:
+            return False  # (a first compaction of a short history: the usual one is as cheap)
+        oversize = [index for index in range(state.boundary, len(self.turns))
+                    if index not in self._forms and self._fitting_form(index) != VERBATIM]
+        if not oversize:
+            return False
+        saved = sum(self._turn_tokens(index) - self._turn(index, self._fitting_form(index))[1] for index in oversize)
+        if self._estimate() - saved > self.low_water_tokens:
+            return False
+        for index in oversize:
+            turn = self.turns[index]
+            if turn.thinking_id and index >= self.loop_start and index not in self.thinking.forms:
+                self.thinking.forms[index] = self._thinking_form(index, VERBATIM)  # as it was shown
+            self._set_form(index, self._fitting_form(index))
+        self._list_hidden_thoughts()
+        return True
 
     def _tighten(self) -> bool:
         """One more step towards a smaller view, least useful content first."""
@@ -536,9 +580,10 @@ class ArcContext:
         return len(newly), max(0, before - after)
 
     def _summary(self) -> tuple[str, int]:
-        """S, with the note leading it once ARC has acted."""
+        """S, with the note leading it once ARC has acted and S or a catalog page is shown (a
+        compaction in place, citing in H, inserts nothing before H: its stubs say how to recall)."""
         summary, tokens = self.summarizer.summary(self.turns, self.state)
-        if self.note and self.has_acted:
+        if self.note and self.has_acted and (summary or len(self.catalog)):
             summary = f"{self.note}\n\n{summary}" if summary else self.note
             tokens = self.sizer.text(summary)
         return summary, tokens

@@ -105,7 +105,9 @@ def smallest_stub(record) -> str:
 
 
 # --- the catalog (core/catalog.py) -----------------------------------------------------------
-def catalog_header(page: int, pages: int, first: int, last: int, total: int) -> str:
+def catalog_footer(page: int, pages: int, first: int, last: int, total: int) -> str:
+    """The line that ends a catalog page (after its stubs, so that a page that gains a stub
+    keeps its text up to the new one: the engine's prefix cache)."""
     return (f"{CATALOG_PAGE_MARK} {page}/{pages} · stubs {first}-{last} of {total} · "
             f"`{CATALOG} next` · `{CATALOG} page <n>` · `{RECALL} §id`]")
 
@@ -149,9 +151,9 @@ def inline_observation(id: str, returncode, content: str) -> str:
     return f"{bare(id)} (rc {returncode}): {content}"
 
 
-def summary_elided(first_step: int, last_step: int) -> str:
-    return (f"(steps {first_step}-{last_step} are not listed here; their stubs are in the "
-            "catalog)")
+# One text whatever S leaves out, so that S's start stays as it was when it leaves out more (the
+# steps S still lists carry their numbers; the catalog lists the rest).
+SUMMARY_ELIDED = "(earlier steps are not listed here; their stubs are in the catalog)"
 
 
 def summary_human(step: int, action: str, thinking: str | None = None) -> str:

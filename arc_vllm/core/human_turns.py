@@ -8,11 +8,12 @@ so its id returns it exactly, but no view reduces it to an id:
 - once a compaction moves it out of H, it is shown in W: one user message right after the task
   prefix F that holds every such turn in conversation order, verbatim, each under its step
   (S keeps a line at that step saying where the words are);
-- over W's cap (``Budgets.humans``, from ``human_budget_tokens``) the oldest long ones are
-  shown by their head (the first ``human_head_tokens`` tokens of the human's own words, client
-  context left out: the instruction usually comes first) and a stub line naming the id that
-  returns the whole text; still over it, oldest first, by a short head (``SHORT_HEAD_TOKENS``).
-  A turn's form never grows back, so W's text changes only where a turn joins or shrinks;
+- over W's cap (``Budgets.humans``, from ``human_budget_tokens``) the biggest are shown by their
+  head first (the first ``human_head_tokens`` tokens of the human's own words, client context
+  left out: the instruction usually comes first) and a stub line naming the id that returns the
+  whole text, the oldest first among equals, so a pasted log gives way before an instruction
+  does; still over it, biggest first again, by a short head (``SHORT_HEAD_TOKENS``). A turn's
+  form never grows back, so W's text changes only where a turn joins or shrinks;
 - the newest human turn is always whole, wherever it is, and outside W's cap. Only when even
   the short heads of the others do not fit the most W may take (S's and H's room beyond their
   minimum, ``Budgets.humans_most``) are the oldest left out, while they do not, with a line
@@ -25,7 +26,7 @@ handoff (``core/handoff.py``) lists the same turns with the same bodies (``listi
 
     humans = HumanTurns(store, book, counter, config)
     humans.add(index)                        # a human turn was observed at turns[index]
-    humans.fit(turns, boundary, cap)         # W within ``cap`` tokens, oldest long ones first
+    humans.fit(turns, boundary, cap)         # W within ``cap`` tokens, the biggest shortened first
     text, tokens = humans.text(turns, boundary)
 
 Run ``python -m arc_vllm.core.human_turns`` for an example.
@@ -123,8 +124,8 @@ class HumanTurns:
         return "\n\n".join(parts), tokens
 
     def fit(self, turns, boundary: int, cap: int, most: int | None = None) -> bool:
-        """Shorten W until its turns but the newest fit ``cap`` tokens: the oldest long turns to
-        their head, then to their short head; then (only then, and only beyond ``most``, the
+        """Shorten W until its turns but the newest fit ``cap`` tokens: the biggest turns to
+        their head (the oldest first among equals), then to their short head; then (only then, and only beyond ``most``, the
         most W may take: S and H at their minimum) the oldest left out. The newest human turn
         is whole and outside the cap (as the newest turn is in H): a long paste that is the
         newest shortens nothing else. Whether anything changed."""
@@ -136,7 +137,7 @@ class HumanTurns:
         return changed
 
     def shrink(self, turns, boundary: int) -> bool:
-        """One turn of W shown smaller than now, the oldest that can be (the view's last resort,
+        """One turn of W shown smaller than now, the biggest that can be (the view's last resort,
         ``ArcContext._tighten``); never one left out: where nothing is left to shorten, the
         newest user message is what does not fit. Whether one was."""
         shown = self.in_w(boundary)
@@ -157,8 +158,10 @@ class HumanTurns:
         tokens = self._capped(turns, shown, forms, elided)
         changed = False
         newest = self.newest
+        # Biggest first (a pasted log before an instruction), the oldest first among equals.
+        by_size = sorted(shown[elided:], key=lambda index: -self.entry(index, turns[index], VERBATIM)[1])
         for form in (CITED, MINIMAL):
-            for index in shown[elided:]:
+            for index in by_size:
                 if tokens <= cap:
                     return elided, changed
                 now = forms.get(index, VERBATIM)

@@ -23,6 +23,7 @@ the engine gets. Run ``python -m arc_vllm.core.context`` to print a view of a sm
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass, field
 
 from arc_vllm.core.lru import CharBoundedLRU
@@ -78,6 +79,29 @@ class View:
     tools: list[dict] | None = None
     # The human turns it shows whole, shortened and left out, and the messages holding them.
     human_turns: dict = field(default_factory=dict)
+    # A compacted view: the tokens the compaction freed, and those it left the engine to
+    # prefill anew from the first token that differs from the last view's (None: not known)
+    freed_tokens: int = 0
+    uncached_tokens: int | None = None
+
+
+def uncached_tokens(last: list[dict], now: list[dict], sizer: MessageSizer, tokens: int) -> int:
+    """Of a view of ``tokens`` (``now``), those after what it shares with ``last`` at its start:
+    the leading messages equal to the last view's, then the text the first that differs starts
+    with (S and the catalog page grow at their end). What the engine prefills anew after a
+    compaction, in the sizer's tokens (a message-level estimate: no tokenisation of either
+    prompt)."""
+    kept = 0
+    for old, new in zip(last, now):
+        if old == new:
+            kept += sizer(new)
+            continue
+        if old.get("role") == new.get("role") and isinstance(old.get("content"), str) \
+                and isinstance(new.get("content"), str):
+            common = os.path.commonprefix([old["content"], new["content"]])
+            kept += sizer.counter.count(common) if common else 0
+        break
+    return max(0, tokens - kept)
 
 
 def user(content: str) -> dict:
