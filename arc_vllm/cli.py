@@ -219,6 +219,11 @@ def _replay(parser, args, argv: list[str]) -> int:
         _report(args.out, args.out, summary, None)
     shown = {key: value for key, value in summary.items() if key not in ("config",)}
     print(json.dumps(shown, indent=1))
+    uncached = summary["uncached_prefill_tokens"]
+    print(f"uncached prefill: {uncached['without_kv_reuse']:,} tokens without KV reuse "
+          f"({uncached['without_kv_reuse_vs_floor']}x the floor of {uncached['floor']:,}), "
+          f"{uncached['with_kv_reuse']:,} with it ({uncached['with_kv_reuse_vs_floor']}x); "
+          f"{summary['compactions']} compactions ({summary['compactions_per_100_steps']} per 100 steps)")
     print(f"wrote {os.path.join(args.out, 'summary.json')}", file=sys.stderr)
     return 0 if summary["over_budget_calls"] == 0 and summary["exactly_recoverable"] == \
         summary["observations"] else 1

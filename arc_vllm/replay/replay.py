@@ -143,6 +143,9 @@ def summarize(results: list[dict], config: ArcConfig, tokenizer: str, errors: li
         "over_budget_calls": sum(1 for call in calls if call["prompt_tokens"] > budget),
         "full_context_over_budget_calls": sum(1 for call in calls if call["full_context_tokens"] > budget),
         "compactions": sum(result["compactions"] for result in results),
+        # The low-water mark's frontier (docs/replay.md): how often, and how far down.
+        "compactions_per_100_steps": round(100 * len(compacted) / max(1, len(calls)), 1),
+        "mean_view_after_first_compaction": mean_view_after_first_compaction(results, budget),
         "prompt_tokens_total": sum(call["prompt_tokens"] for call in calls),
         "full_context_prompt_tokens_total": sum(call["full_context_tokens"] for call in calls),
         "prefix_reusable_tokens_total": sum(call["prefix_reusable_tokens"] for call in calls),
@@ -172,6 +175,19 @@ def summarize(results: list[dict], config: ArcConfig, tokenizer: str, errors: li
         "observe_ms_p50": round(percentile([c["observe_ms"] for c in calls], 0.5), 3),
         "observe_ms_p99": round(percentile([c["observe_ms"] for c in calls], 0.99), 3),
     }
+
+
+def mean_view_after_first_compaction(results: list[dict], budget: int) -> float | None:
+    """The mean prompt of the calls after each trajectory's first compaction, as a share of L:
+    how full a compacted view is kept (a low-water mark that emptied views would show here)."""
+    shares = []
+    for result in results:
+        compacted = False
+        for call in result["calls"]:
+            if compacted:
+                shares.append(call["prompt_tokens"] / budget)
+            compacted = compacted or call["compacted"]
+    return round(sum(shares) / len(shares), 3) if shares else None
 
 
 def safe_name(id: str) -> str:

@@ -40,12 +40,18 @@ VIEW_TOKENS = Histogram("arc_view_tokens", "Tokens of each bounded view sent to 
 PROMPT_TOKENS = Counter("arc_prompt_tokens", "Prompt tokens of ARC requests (engine count)", ["api"])
 PREFIX_CACHED_TOKENS = Counter("arc_prefix_cached_tokens",
                                "Prompt tokens of ARC requests served from the prefix cache", ["api"])
+# What compactions cost the prefix cache: the tokens they freed, and those they left the engine to
+# prefill anew (from a compacted view's first token that differs from the last view's).
+COMPACTION_FREED_TOKENS = Counter("arc_compaction_freed_tokens", "Tokens ARC's compactions freed", ["api"])
+COMPACTION_UNCACHED_TOKENS = Counter("arc_compaction_uncached_tokens", "Tokens ARC's compactions left "
+                                     "to prefill anew (from the first token that differs from the last view)", ["api"])
 HANDOFFS = Counter("arc_handoffs", "Compactions a client or a provider's API asked for, answered by ARC "
                    "from its store with no model call", ["api", "kind"])
 for _api in APIS:  # every series present on /metrics from the start, at 0
     for _kind in ("turn", "trigger", "threshold"):
         HANDOFFS.labels(api=_api, kind=_kind)
-    for _counter in (REQUESTS, COMPACTIONS, PROMPT_TOKENS, PREFIX_CACHED_TOKENS):
+    for _counter in (REQUESTS, COMPACTIONS, PROMPT_TOKENS, PREFIX_CACHED_TOKENS, COMPACTION_FREED_TOKENS,
+                     COMPACTION_UNCACHED_TOKENS):
         _counter.labels(api=_api)
     for _result in ("ok", "refused"):
         RECALLS.labels(result=_result, api=_api)

@@ -45,7 +45,8 @@ options are parsed and ignored, no route is added, the engine is vLLM's own. Wit
     --arc-max-tokens N, --arc-answer-room-percent P, --arc-recent-turns N,
     --arc-recalls-per-step N, --arc-recall-chunk-tokens N, --arc-recall-budget-chars N,
     --arc-recall-max-chars N, --arc-inline-threshold-tokens N, --arc-handoff-tokens N,
-    --arc-human-budget-tokens N, --arc-human-head-tokens N, --arc-thinking-budget-tokens N
+    --arc-human-budget-tokens N, --arc-human-head-tokens N, --arc-thinking-budget-tokens N,
+    --arc-compact-to-percent P
                               the budgets, each with its help and default from ArcConfig's
                               fields (``ArcConfig.options``; ``vllm serve --help``)
 

@@ -89,6 +89,8 @@ class Loop:
     warmup_tokens: int = 0
     granted: int = 0  # the answer's room at the last engine call
     human_turns: dict = field(default_factory=dict)  # the user's messages the last view showed, by form
+    freed_tokens: int = 0  # what its compactions freed
+    uncached_tokens: int | None = 0  # what they left to prefill anew (None: a last view not known here)
     render_ms: float = 0.0  # ARC's own time before the engine calls: render, compactions
     own_ms: float = 0.0  # all of ARC's own time: archiving, rendering, serving commands
 
@@ -183,6 +185,10 @@ class ChatStep:
             loop.render_ms += elapsed
             loop.own_ms += elapsed
             loop.view_tokens.append(view.tokens)
+            if view.compacted:
+                loop.freed_tokens += view.freed_tokens
+                loop.uncached_tokens = (None if loop.uncached_tokens is None or view.uncached_tokens is None
+                                        else loop.uncached_tokens + view.uncached_tokens)
             loop.human_turns = {name: view.human_turns[name] for name in ("verbatim", "shortened", "left_out")}
             loop.granted = self.grant(view.tokens)
             if self.debug:
@@ -283,6 +289,7 @@ class ChatStep:
             conversation_tokens=self.before_tokens, view_tokens_per_call=loop.view_tokens,
             budget_tokens=context.limit_tokens, max_tokens=loop.granted, max_tokens_asked=self.asked,
             prefix_tokens=context.prefix_tokens, compactions=context.num_compactions - self.compactions,
+            compaction_freed_tokens=loop.freed_tokens, compaction_uncached_tokens=loop.uncached_tokens,
             recalls=context.recall.num_recalls - self.recalls, commands_served=loop.served,
             reactive_retries=loop.retries, prompt_tokens=loop.prompt_tokens,
             prefix_cached_tokens=loop.cached_tokens, kv_warmup_tokens=loop.warmup_tokens,
@@ -297,6 +304,8 @@ class ChatStep:
             handoff=ask.kind if ask is not None and ask.compacted else None)
         metrics.REQUESTS.labels(api=self.api).inc()
         metrics.COMPACTIONS.labels(api=self.api).inc(record.compactions)
+        metrics.COMPACTION_FREED_TOKENS.labels(api=self.api).inc(loop.freed_tokens)
+        metrics.COMPACTION_UNCACHED_TOKENS.labels(api=self.api).inc(loop.uncached_tokens or 0)
         metrics.PROMPT_TOKENS.labels(api=self.api).inc(loop.prompt_tokens)
         metrics.PREFIX_CACHED_TOKENS.labels(api=self.api).inc(loop.cached_tokens)
         if record.handoff is not None:

@@ -12,6 +12,11 @@ are both written from one ``StepRecord`` (``serving/step/chat.py`` ``ChatStep.en
                            before the step: parse, translate, route; ``store_ms`` and
                            ``store_round_trips``, the session store's share, join the ``arc``
                            object after the commit: ``sessions/storage.py`` ``spent_figures``)
+    compaction_freed_tokens, compaction_uncached_tokens
+                           what this request's compactions freed, and what they left the
+                           engine to prefill anew (from the first token that differs from the
+                           session's last view on: their cost to the prefix cache); 0 without
+                           a compaction (uncached: None where the last view is not known here)
     human_turns            the user's own messages the last view showed: ``verbatim``,
                            ``shortened`` (head and stub line) and ``left_out`` (no room even for
                            heads); absent in a conversation without human turns
@@ -30,8 +35,8 @@ from dataclasses import asdict, dataclass, field
 
 # The figures a session's record keeps, in its order.
 RECORDED = ("conversation_tokens", "view_tokens", "budget_tokens", "prompt_tokens", "prefix_cached_tokens",
-            "compactions", "recalls", "commands_served", "engine_calls", "arc_ms", "engine_ms", "max_tokens",
-            "api", "stream")
+            "compactions", "compaction_freed_tokens", "compaction_uncached_tokens", "recalls", "commands_served",
+            "engine_calls", "arc_ms", "engine_ms", "max_tokens", "api", "stream")
 
 
 @dataclass
@@ -56,6 +61,8 @@ class StepRecord:
     render_ms: float
     arc_ms: float
     engine_ms: float
+    compaction_freed_tokens: int = 0
+    compaction_uncached_tokens: int | None = 0
     route_ms: float | None = None      # None: the step was not reached through a route
     replica: str | None = None         # the Ray replica whose engine served it
     human_turns: dict | None = None    # the user's messages the last view showed, by form
