@@ -7,6 +7,7 @@ request is never ended under it. The embedded model's tokenizer; served in
     pytest tests/test_session_manager.py
 """
 
+import json
 import time
 
 import pytest
@@ -266,3 +267,37 @@ async def test_a_session_stored_by_the_code_before_its_state_was_declared_once_l
     await session.commit()
     saved = json.loads((tmp_path / fixture.name / "session.json").read_text())
     assert saved["num_requests"] == session.num_requests and saved["last_used"] == session.last_used
+
+
+async def test_a_slow_listing_does_not_hold_up_another_sessions_request(smol, tmp_path, monkeypatch):
+    """FolderStorage does its file work off the event loop: a listing stuck reading the folder
+    (held here until the request is done) does not stop another session's request from being
+    served and committed meanwhile."""
+    import asyncio
+    import threading
+
+    from arc_vllm.serving.sessions.folder import FolderStorage
+
+    storage = storage_for(str(tmp_path))
+    assert isinstance(storage, FolderStorage)
+    manager = SessionManager(smol, 4096, {}, storage)
+    listed, served = await manager.create(), await manager.create()
+    manager.sessions.pop(listed.id)  # stored only: the listing reads it from the folder
+    gate, original = threading.Event(), FolderStorage.summaries
+
+    def slow(self):  # a folder of many sessions: the listing takes as long as the gate says
+        assert threading.current_thread() is not threading.main_thread()
+        gate.wait(30)
+        return original(self)
+
+    monkeypatch.setattr(FolderStorage, "summaries", slow)
+    listing = asyncio.ensure_future(manager.listing())
+    await asyncio.sleep(0.05)
+    before = (tmp_path / served.id / "session.json").read_text()
+    async with manager.using(served.id, write=True) as session:
+        session.take_in(conversation(3), None)
+    after = (tmp_path / served.id / "session.json").read_text()
+    assert after != before and json.loads(after) == session.state()  # committed...
+    assert not listing.done()  # ...while the listing still waits
+    gate.set()
+    assert listed.id in {row["id"] for row in await listing}

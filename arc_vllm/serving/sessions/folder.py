@@ -38,13 +38,12 @@ from arc_vllm.serving.sessions.conversation_index import ConversationIndex, chai
 from arc_vllm.serving.sessions.conversation_keys import is_text
 from arc_vllm.serving.sessions.ownership import allows
 from arc_vllm.serving.sessions.session import Session
-from arc_vllm.serving.sessions.storage import SESSION_ID, SessionStorage, account
+from arc_vllm.serving.sessions.storage import INDEX_PER_START, SESSION_ID, SessionStorage, account, atomic_write
 
 logger = logging.getLogger(__name__)
 
 INDEX_FOLDER = ".conversations"
 SECRET_FILE = ".arc-secret"
-SHARED_PER_START = 256  # sessions a shared index file holds, the most recently remembered
 
 
 def file_stamp(path: Path) -> tuple:
@@ -68,14 +67,12 @@ def read_index(path: Path) -> ConversationIndex:
     except (OSError, ValueError):  # none yet (or unreadable: rebuilt from the next requests)
         state = {}
     index = ConversationIndex.from_state(state, time.time())
-    index.max_sessions = SHARED_PER_START
+    index.max_sessions = INDEX_PER_START
     return index
 
 
 def write_index(path: Path, index: ConversationIndex) -> None:
-    temporary = path.with_suffix(".tmp")
-    temporary.write_text(json.dumps(index.state(time.time())))
-    os.replace(temporary, path)
+    atomic_write(path, json.dumps(index.state(time.time())))
 
 
 class FolderStorage(SessionStorage):
@@ -89,6 +86,7 @@ class FolderStorage(SessionStorage):
         self.shared = shared
         self.lock_timeout_s = lock_timeout_s
         self.stamps: dict[str, tuple] = {}  # session.json as this process last wrote or read it
+        self.listed: dict[str, tuple] = {}  # the listing index: id -> (file stamp, (tenant, user, summary))
 
     def place(self, id) -> Path | None:
         """The folder of the stored session ``id``: only an id of ARC's form is looked for (a
@@ -109,7 +107,7 @@ class FolderStorage(SessionStorage):
     async def new(self, id: str, make):
         (self.folder / id).mkdir()
         session = make(self)
-        self.save(session)
+        await self.save(session)
         if self.shared:  # held by no request yet: any process may take it
             session.store.release()
         return session
@@ -117,19 +115,22 @@ class FolderStorage(SessionStorage):
     async def commit(self, session) -> None:
         # The store file has every observation already (fsync on append): the state is left.
         started = time.perf_counter()
-        self.save(session)
+        await self.save(session)
         account(time.perf_counter() - started)
 
-    def save(self, session) -> None:
-        """Replace session.json with the session's state (atomically: a new file renamed)."""
-        target = self.folder / session.id / "session.json"
-        temporary = target.with_suffix(".json.tmp")
-        temporary.write_text(json.dumps(session.state()))
-        os.replace(temporary, target)
-        self.stamps[session.id] = file_stamp(target)
+    async def save(self, session) -> None:
+        """Replace session.json with the session's state (atomically), in a worker thread: the
+        state is taken here, on the loop, while the request still holds the session."""
+        state = session.state()
+        await asyncio.to_thread(self.write_state, session.id, state)
+
+    def write_state(self, id: str, state: dict) -> None:
+        target = self.folder / id / "session.json"
+        atomic_write(target, json.dumps(state))
+        self.stamps[id] = file_stamp(target)
 
     async def load(self, id, counter):
-        return self.read(id, counter)
+        return await asyncio.to_thread(self.read, id, counter)
 
     def read(self, id, counter):
         folder = self.place(id)
@@ -142,13 +143,13 @@ class FolderStorage(SessionStorage):
         return session
 
     async def stored_ids(self) -> list[str]:
-        return self.ids()
+        return await asyncio.to_thread(self.ids)
 
     def ids(self) -> list[str]:
         return sorted(folder.name for folder in self.folder.iterdir() if self.place(folder.name))
 
     async def delete(self, id: str) -> None:
-        self.remove(id)
+        await asyncio.to_thread(self.remove, id)
 
     def remove(self, id: str) -> None:
         self.stamps.pop(id, None)
@@ -156,25 +157,39 @@ class FolderStorage(SessionStorage):
 
     async def listing(self, skip, who) -> list[dict]:
         rows = []
+        for id, (tenant, user, summary) in (await asyncio.to_thread(self.summaries)).items():
+            if id in skip or (who is not None and not allows(tenant, user, who, write=False)):
+                continue
+            rows.append(dict(summary))
+        return rows
+
+    def summaries(self) -> dict[str, tuple]:
+        """Every stored session's (tenant, user, summary), from the listing index: a session's
+        session.json is read again only where it changed since (its file stamp), so a listing
+        reads what changed, not every session (blocking: called in a worker thread)."""
+        index, kept = self.listed, {}
         for folder in self.folder.iterdir():
-            if folder.name in skip or not self.place(folder.name):
+            if not self.place(folder.name):
                 continue
             try:
+                stamp = file_stamp(folder / "session.json")
+                if folder.name in index and index[folder.name][0] == stamp:
+                    kept[folder.name] = index[folder.name]
+                    continue
                 state = json.loads((folder / "session.json").read_text())
             except (OSError, ValueError):
                 continue  # being replaced by another process: listed next time
-            if who is not None and not allows(state.get("tenant"), state.get("user"), who, write=False):
-                continue
             summary = dict(state.get("summary") or {"id": state.get("id", folder.name)})
             if "client_id" in summary:
                 summary["client_id"] = repaired_client_id(summary["client_id"], folder)
-            rows.append(summary)
-        return rows
+            kept[folder.name] = (stamp, (state.get("tenant"), state.get("user"), summary))
+        self.listed = kept
+        return {id: entry for id, (_, entry) in kept.items()}
 
     @contextlib.asynccontextmanager
     async def held(self, id: str, cached, counter):
         if not self.shared:  # this process owns the folder: its copy is the session
-            yield cached if cached is not None else self.read(id, counter)
+            yield cached if cached is not None else await asyncio.to_thread(self.read, id, counter)
             return
         lock = await locks.take_async(self.folder / id / "session.lock", self.lock_timeout_s)
         try:
@@ -210,9 +225,9 @@ class FolderStorage(SessionStorage):
         path = self.index_file(scope, prints)
         lock = await locks.take_async(path.with_suffix(".lock"), self.lock_timeout_s)
         try:
-            index = read_index(path)
+            index = await asyncio.to_thread(read_index, path)
             yield index
-            write_index(path, index)
+            await asyncio.to_thread(write_index, path, index)
         finally:
             lock.release()
 
@@ -223,7 +238,11 @@ class FolderStorage(SessionStorage):
     async def expire(self, retention_s: float, busy) -> list[str]:
         """Remove the stored sessions unused for ``retention_s`` (their last request wrote
         session.json), none serving a request (``busy(id)``; under its file lock when shared);
-        take the folder's size; and, shared, drop index files unused as long."""
+        take the folder's size; and, shared, drop index files unused as long. In a worker thread
+        (``busy`` only reads the manager's counts)."""
+        return await asyncio.to_thread(self.expire_now, retention_s, busy)
+
+    def expire_now(self, retention_s: float, busy) -> list[str]:
         removed, total = [], 0
         for folder in list(self.folder.iterdir()):
             if not self.place(folder.name):
@@ -252,7 +271,7 @@ class FolderStorage(SessionStorage):
                     path.unlink()
             except OSError:  # replaced or removed by another process meanwhile
                 pass
-        self.bytes = total
+        self.stored_bytes = total
         return removed
 
     async def export(self, id: str):
@@ -284,9 +303,7 @@ class FolderStorage(SessionStorage):
                     log.append_repeat(event.step, event.id)
         finally:
             log.close()
-        temporary = self.folder / id / "session.json.tmp"
-        temporary.write_text(json.dumps(state))
-        os.replace(temporary, self.folder / id / "session.json")
+        atomic_write(self.folder / id / "session.json", json.dumps(state))
 
     async def secret(self) -> bytes:
         """The folder's kept secret: the first process over it writes it; the others read it."""

@@ -6,21 +6,18 @@ one session never interleave, whichever processes they reach. The OS drops the l
 holder dies, so a replica that crashes hands its sessions on without anyone clearing it.
 
 A request waits for a lock on the event loop (``take_async``: tried without blocking, again
-every ``POLL_S``), never in a worker thread: a process's few worker threads all waiting for a
+as ``storage.poll`` backs off), never in a worker thread: a process's few worker threads all waiting for a
 lock whose holder needs one of them to finish would wait for each other until the timeout.
 """
 
 from __future__ import annotations
 
-import asyncio
-import time
 from pathlib import Path
 
 import filelock
 
 from arc_vllm.serving.errors import SessionBusy
-
-POLL_S = 0.02  # how often a request waiting for a lock tries it again
+from arc_vllm.serving.sessions.storage import poll
 
 
 def take(path: Path, timeout_s: float) -> filelock.BaseFileLock:
@@ -30,21 +27,23 @@ def take(path: Path, timeout_s: float) -> filelock.BaseFileLock:
     try:
         lock.acquire()
     except filelock.Timeout:
-        raise SessionBusy(f"{path.parent.name}: served by another process for more "
-                          f"than {timeout_s:.0f} s") from None
+        raise busy(path, timeout_s) from None
     return lock
 
 
 async def take_async(path: Path, timeout_s: float) -> filelock.BaseFileLock:
     """``take``, waiting on the event loop instead of in a thread."""
     lock = filelock.FileLock(path, timeout=0, thread_local=False)
-    deadline = time.monotonic() + timeout_s
-    while True:
+
+    async def attempt():
         try:
             lock.acquire(timeout=0)
-            return lock
         except filelock.Timeout:
-            if time.monotonic() >= deadline:
-                raise SessionBusy(f"{path.parent.name}: served by another process for more "
-                                  f"than {timeout_s:.0f} s") from None
-            await asyncio.sleep(POLL_S)
+            return None
+        return lock
+
+    return await poll(attempt, timeout_s, lambda: busy(path, timeout_s))
+
+
+def busy(path: Path, timeout_s: float) -> SessionBusy:
+    return SessionBusy(f"{path.parent.name}: served by another process for more than {timeout_s:.0f} s")

@@ -46,11 +46,10 @@ from arc_vllm.serving.sessions.conversation_index import client_scope
 from arc_vllm.serving.sessions.ownership import allows
 from arc_vllm.serving.sessions.seen_conversations import SeenConversations
 from arc_vllm.serving.sessions.session import BUDGET_FIELDS, Session
-from arc_vllm.serving.sessions.storage import MemoryStorage
+from arc_vllm.serving.sessions.storage import MAX_ENDED, MemoryStorage
 
 logger = logging.getLogger(__name__)
 
-MAX_ENDED = 65536  # ended session ids remembered (for 410), most recent
 HELD_S = 600.0  # a shared index's hold on a request's conversation lasts at most this long
 
 
@@ -108,7 +107,7 @@ class SessionManager:
 
     @property
     def store_bytes(self) -> int:
-        return self.storage.bytes
+        return self.storage.stored_bytes
 
     async def stored(self, id) -> bool:
         """Whether the storage holds the session ``id`` (only an id of ARC's form is looked for)."""

@@ -67,15 +67,13 @@ from arc_vllm.serving.sessions.conversation_index import ConversationIndex, chai
 from arc_vllm.serving.sessions.ownership import allows
 from arc_vllm.serving.sessions.parts import Change, Written, decoded, encoded_items
 from arc_vllm.serving.sessions.session import MAX_RECORDS, Session, join_state, split_state
-from arc_vllm.serving.sessions.storage import SessionStorage, account, is_session_id
+from arc_vllm.serving.sessions.storage import (INDEX_PER_START, MAX_ENDED, SessionStorage, account,
+                                               is_session_id, poll)
 
 logger = logging.getLogger(__name__)
 
 PREFIX = "arc:"
 PARTS = {"fingerprints": "fp", "records": "rec", "turns": "turns", "catalog": "cat", "cited": "cited"}
-INDEX_PER_START = 256  # sessions one conversation start's index holds, the most recently remembered
-MAX_ENDED = 65536      # removed sessions remembered (410), the most recent
-POLL_S = (0.01, 0.1)   # a request waiting for a lease tries again after this long, growing to the second
 KEEP = object()        # ``put``: the stored tools stay as they are
 
 # The lease: taken only where none is held, with a token from the fencing counter; returns the
@@ -300,7 +298,7 @@ class RedisStorage(SessionStorage):
             raise LeaseLost(f"ARC session {id}: another replica served it since this one took it "
                             "(its lease expired); nothing of this request was stored" if token else
                             f"ARC session {id}: already stored")
-        self.bytes = total
+        self.stored_bytes = total
         return version
 
     async def export(self, id: str) -> tuple[dict, list[bytes]] | None:
@@ -495,16 +493,14 @@ class RedisStorage(SessionStorage):
 
     async def take(self, id: str) -> tuple[int, int]:
         """The session's lease (its token, and the stored version), waiting while another holds it."""
-        deadline, pause = time.monotonic() + self.lock_timeout_s, POLL_S[0]
         keys = [self.key(id, "lease"), self.key(id, "meta"), f"{PREFIX}fence"]
-        while True:
+
+        async def attempt():
             token, other = await self.call("lease", lambda: self.scripts["take"](keys=keys, args=[self.lease_ms]))
-            if token >= 0:
-                return token, other
-            if time.monotonic() >= deadline:
-                raise SessionBusy(f"{id}: served by another replica for more than {self.lock_timeout_s:.0f} s")
-            await asyncio.sleep(min(pause, max(other, 1) / 1000))
-            pause = min(POLL_S[1], pause * 2)
+            return (token, other) if token >= 0 else None
+
+        return await poll(attempt, self.lock_timeout_s, lambda: SessionBusy(
+            f"{id}: served by another replica for more than {self.lock_timeout_s:.0f} s"))
 
     async def renew(self, id: str, token: int) -> None:
         """Keep the lease while the request runs; one lost is not taken back (the commit is refused)."""
@@ -526,23 +522,19 @@ class RedisStorage(SessionStorage):
             return
         key = f"{PREFIX}c:{chain(scope, prints[:1])[0]}"
         lock, token = key + ":lock", secrets.token_hex(8)
-        deadline, pause = time.monotonic() + self.lock_timeout_s, POLL_S[0]
-        async with self.locally(key):
-            while True:
-                async def lock_and_read():
-                    async with self.client.pipeline(transaction=False) as pipe:
-                        pipe.set(lock, token, nx=True, px=self.lease_ms)
-                        pipe.get(key)
-                        return await pipe.execute()
+        async def lock_and_read():
+            async with self.client.pipeline(transaction=False) as pipe:
+                pipe.set(lock, token, nx=True, px=self.lease_ms)
+                pipe.get(key)
+                return await pipe.execute()
 
-                locked, stored = await self.call("index", lock_and_read)
-                if locked:
-                    break
-                if time.monotonic() >= deadline:
-                    raise SessionBusy(f"the conversation index was held by another replica for more than "
-                                      f"{self.lock_timeout_s:.0f} s")
-                await asyncio.sleep(pause)
-                pause = min(POLL_S[1], pause * 2)
+        async def attempt():
+            locked, stored = await self.call("index", lock_and_read)
+            return (stored,) if locked else None
+
+        async with self.locally(key):
+            [stored] = await poll(attempt, self.lock_timeout_s, lambda: SessionBusy(
+                f"the conversation index was held by another replica for more than {self.lock_timeout_s:.0f} s"))
             try:
                 index = ConversationIndex.from_state(json.loads(stored) if stored else {}, time.time())
                 index.max_sessions = INDEX_PER_START
@@ -581,7 +573,7 @@ class RedisStorage(SessionStorage):
         oldest, _, total = await self.call("expire", tidy)
         if oldest:
             await self.call("expire", lambda: self.client.hdel(f"{PREFIX}ended", *oldest))
-        self.bytes = int(total or 0)
+        self.stored_bytes = int(total or 0)
         return gone
 
     async def secret(self) -> bytes:

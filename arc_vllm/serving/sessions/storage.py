@@ -36,12 +36,21 @@ each method, as every implementation keeps it:
                                create in one step: where ``shared``, under its lock, written
                                back after); ``forget(id)``: an id no index should find again
     expire(retention_s, busy)  the stored sessions unused that long (not ``busy``) removed; their
-                               ids; ``bytes``: the stored size taken meanwhile
+                               ids; ``stored_bytes``: the stored size taken meanwhile
     secret()                   the compaction handles' secret every process over it shares
     export(id)                 a durable storage's session as (its whole state, its log's frames),
                                untouched; ``import_state(id, state, frames)`` stores one so (refused
                                where one is stored under its id): ``arc-vllm store copy``
     close()                    connections and files let go
+
+Blocking: no method blocks the event loop. File work (``FolderStorage``) runs in a worker
+thread (``asyncio.to_thread``); network work (Redis) is awaited; a wait for a lock or lease is
+``poll`` on the loop (never a thread: threads all waiting for a lock whose holder needs one of
+them would wait until the timeout). Atomicity: a commit is whole or absent (a file is replaced
+by ``atomic_write``, Redis by one script); an observation acknowledged is kept. Leases: where
+``shared``, a session is held by one process per request, up to ``lock_timeout_s`` of waiting
+(then ``SessionBusy``, a 409); a hold lost meanwhile makes the commit fail (``LeaseLost``).
+Errors: a store that does not answer is ``StoreUnavailable`` (503), and nothing was stored.
 
 Every storage names itself (``name``: in a 503, a log line, the metrics' label). What a
 request spent on its storage is kept in ``spent`` (a context variable the route sets per
@@ -50,15 +59,45 @@ request: seconds and round trips), so the ``arc`` object can say it (``store_ms`
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import contextvars
+import os
 import re
 import secrets
+import time
+from pathlib import Path
 
 from arc_vllm.core.store import ObsStore
 from arc_vllm.serving.sessions.conversation_index import ConversationIndex
 
 SESSION_ID = re.compile(r"sess_[0-9a-f]{24}")  # what the manager gives; nothing else is looked up
+# Every storage's limits, written once.
+INDEX_PER_START = 256  # sessions one conversation start's shared index holds, the most recently remembered
+MAX_ENDED = 65536      # ended or removed session ids remembered (a 410, not a 404), the most recent
+POLL_S = (0.01, 0.1)   # a wait for a lock or lease tries again after this long, growing to the second
+
+
+async def poll(attempt, timeout_s: float, busy):
+    """``await attempt()`` until it gives something other than None, and that; past
+    ``timeout_s``, raise ``busy()``. Waits on the event loop, backing off within ``POLL_S``."""
+    deadline, pause = time.monotonic() + timeout_s, POLL_S[0]
+    while True:
+        value = await attempt()
+        if value is not None:
+            return value
+        if time.monotonic() >= deadline:
+            raise busy()
+        await asyncio.sleep(pause)
+        pause = min(POLL_S[1], pause * 2)
+
+
+def atomic_write(path: Path, text: str) -> None:
+    """Replace ``path`` with ``text`` so that a reader sees the old file or the new, whole: a
+    new file written beside it, then renamed over it (blocking: call it off the event loop)."""
+    temporary = path.with_name(path.name + ".tmp")
+    temporary.write_text(text)
+    os.replace(temporary, path)
 
 
 # [seconds, round trips] this request spent on its session storage (None: not counted).
@@ -90,7 +129,7 @@ class SessionStorage:
     name = "host memory"
     durable = False  # a session out of memory comes back from it
     shared = False   # several processes serve its sessions
-    bytes = 0        # what it holds, taken at the last ``expire``
+    stored_bytes = 0  # what it holds, taken at the last ``expire``
 
     def __init__(self):
         self.index = ConversationIndex()
