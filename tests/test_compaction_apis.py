@@ -127,6 +127,9 @@ def test_responses_compaction_keeps_every_observation_and_requests_small(arc_ser
         compacted = client.responses.compact(model=model, input=held, instructions="You read logs.")
         assert compacted.object == "response.compaction" and compacted.output[-1].type == "compaction"
         assert compacted.model_extra["arc"]["compaction"]["decoded_tokens"] == 0
+        users = [item for item in compacted.output if item.type == "message"]
+        assert users and all(item.role == "user" and item.status == "completed" and item.id for item in users)
+        assert len({item.id for item in users}) == len(users)  # complete output items (Open Responses)
         held = [item.model_dump(exclude_none=True) for item in compacted.output]
     conversation = sum(len(json.dumps(responses_turn(index))) for index in range(count))
     assert sizes[-1] < conversation / 2  # the client sends the handle and what is new
@@ -290,3 +293,15 @@ def test_anthropic_compaction_in_a_tool_loop_three_windows_long(arc_server):
     bodies = {call(arc_server.base, "GET", f"/v1/arc/sessions/{sid}/observations/{hit['id']}")[1]
               for hit in call(arc_server.base, "GET", f"/v1/arc/sessions/{sid}/search?q=line%200%3A")[1]["results"]}
     assert all(log(index, 60) in bodies for index in range(12))
+
+
+def test_a_compaction_answered_without_the_engine_says_its_store_time(keyed_server):
+    """``arc.store_ms`` on every answered path: a Responses compaction (no engine call) on a
+    server with a store folder reports the commit's time and round trips."""
+    client = OpenAI(base_url=keyed_server.base + "/v1", api_key="key-a", max_retries=0)
+    model = client.models.list().data[0].id
+    held = [{"role": "user", "content": "Read every log."}] + responses_turn(0) + responses_turn(1)
+    client.responses.create(model=model, input=held, max_output_tokens=2, tools=R_TOOLS)
+    compacted = client.responses.compact(model=model, input=held)
+    arc = compacted.model_extra["arc"]
+    assert compacted.output[-1].type == "compaction" and arc["store_ms"] >= 0 and arc["store_round_trips"] >= 1

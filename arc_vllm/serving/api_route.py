@@ -20,8 +20,10 @@ the error form of the API whose route the request came to.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import functools
+import logging
 import time
 from dataclasses import dataclass
 
@@ -36,10 +38,13 @@ from arc_vllm.serving.sessions.manager import Routed
 from arc_vllm.serving.sessions import ownership
 from arc_vllm.serving.sessions.storage import spent
 from arc_vllm.serving.apis import ConversationAPI, json_body
-from arc_vllm.serving.errors import Declined, SessionError
+from arc_vllm.serving.errors import ClientGone, Declined, SessionError
 from arc_vllm.serving.step.chat import complete
 from arc_vllm.serving.step.stream import open_stream
 from arc_vllm.serving.sessions.conversation_keys import SESSION_HEADER, conversation_of, headers_of, session_named
+
+logger = logging.getLogger(__name__)
+
 
 @dataclass(frozen=True)
 class Routing:
@@ -103,7 +108,11 @@ class ArcRoute(BaseRoute):
             if sid is None:  # not JSON: vLLM's own answer, as without --arc
                 return await plain()
             raise SessionError("body: must be a JSON object")
-        response = await self.handle_arc(Request(scope, replay), body, headers, sid, received, len(raw))
+        try:
+            response = await cancelled_on_disconnect(
+                self.handle_arc(Request(scope, replay), body, headers, sid, received, len(raw)), receive)
+        except ClientGone:
+            return  # nobody to answer; the engine's request was aborted (vLLM's with_cancellation)
         if response is None:  # a request naming no session that ARC does not take
             return await plain()
         await response(scope, replay, send)
@@ -180,9 +189,9 @@ class ArcRoute(BaseRoute):
                         prints_of=routing.prints_of)
             run = open_stream if translation.chat.get("stream") else complete
             result = await run(translation.chat, session, app.state.arc_engine, request, **step)
-        except Exception as exc:
+        except BaseException as exc:  # a client gone (cancelled) lets the session go too
             await held.aclose()
-            if routing.implicit and await declined(app, routing.sid, exc):
+            if isinstance(exc, Exception) and routing.implicit and await declined(app, routing.sid, exc):
                 return None
             raise
         # The session by name, so a client whose session was implicit may pin it from now on.
@@ -210,6 +219,37 @@ class ArcRoute(BaseRoute):
                 return JSONResponse(await self.api.read(body, request.app, session))
         except Declined:
             return None
+
+
+async def cancelled_on_disconnect(work, receive):
+    """``work``'s result, unless the client disconnects first: then ``work`` is cancelled (the
+    engine aborts its request, as vLLM's ``with_cancellation`` makes its own routes do) and
+    ``ClientGone`` is raised. The body has been read, so ``receive`` has only the disconnect
+    left to give. A stream is not covered here: its answer starts inside ``work``, and
+    Starlette's ``StreamingResponse`` cancels it when the client leaves."""
+    task = asyncio.ensure_future(work)
+
+    async def disconnected() -> None:
+        while (await receive())["type"] != "http.disconnect":
+            pass
+
+    watch = asyncio.ensure_future(disconnected())
+    try:
+        await asyncio.wait([task, watch], return_when=asyncio.FIRST_COMPLETED)
+    except asyncio.CancelledError:  # the server itself is stopping this request
+        task.cancel()
+        watch.cancel()
+        raise
+    if task.done():
+        watch.cancel()
+        return task.result()
+    task.cancel()
+    # What the request archived is committed as it goes (the session manager's shielded commit);
+    # its answer never is. Wait for that, whatever the cancelled work ends with.
+    with contextlib.suppress(BaseException):
+        await task
+    logger.info("a client disconnected before its answer: request cancelled")
+    raise ClientGone()
 
 
 @contextlib.asynccontextmanager

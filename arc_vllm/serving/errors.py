@@ -12,6 +12,8 @@ place they become responses in each API's own form.
     EngineError(body, status)           vLLM refused the engine request; its body and status
     Declined                            not an error: a request ARC leaves to plain vLLM (content
                                         it cannot archive), served exactly as without ``--arc``
+    ClientGone                          not an error: the client disconnected, its request was
+                                        cancelled, and nothing is answered
 
 ``ErrorForms`` is the app's exception handlers: each error in the form of the API whose route
 the request came to (OpenAI's ``{"error": {...}}`` for chat completions, Responses and the
@@ -109,6 +111,11 @@ def union_member(part) -> bool:
 PYTHON_TYPES = frozenset({"str", "int", "float", "bool", "dict", "list", "none", "bytes"})
 
 
+class ClientGone(Exception):
+    """The client disconnected before its answer was ready: its request was cancelled, and
+    nothing is sent (``api_route.cancelled_on_disconnect``)."""
+
+
 class ErrorForms:
     """The app's one mapping of ARC's errors to responses, in the error form of the API whose
     route a request came to (``apis``: each with its ``paths`` and ``error(message, status,
@@ -137,3 +144,4 @@ class ErrorForms:
         app.add_exception_handler(SessionError, self.session_error)
         app.add_exception_handler(SessionBusy, self.busy)
         app.add_exception_handler(EngineError, self.engine_error)
+

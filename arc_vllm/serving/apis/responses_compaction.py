@@ -87,7 +87,8 @@ def compaction_item(ask: CompactionAsk) -> dict:
 
 
 def user_items(items) -> list[dict]:
-    """The user messages among a request's input items, as output items."""
+    """The user messages among a request's input items, as output items: complete, with their
+    ``id`` (the item's own, else a new one) and ``status``, as the Open Responses schema asks."""
     if isinstance(items, str):
         items = [{"role": "user", "content": items}]
     kept = []
@@ -95,7 +96,8 @@ def user_items(items) -> list[dict]:
         if isinstance(item, dict) and item.get("role") == "user" and item.get("type", "message") == "message":
             content = item.get("content")
             content = [{"type": "input_text", "text": content}] if isinstance(content, str) else content
-            kept.append({"type": "message", "role": "user", "content": content})
+            id = item.get("id") if isinstance(item.get("id"), str) else f"msg_{secrets.token_hex(12)}"
+            kept.append({"id": id, "type": "message", "role": "user", "content": content, "status": "completed"})
     return kept
 
 

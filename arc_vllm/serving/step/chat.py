@@ -274,6 +274,16 @@ class ChatStep:
         self.loop.served += bool(results)
         return bool(results)
 
+    async def finish(self, answer: dict) -> dict:
+        """The step done: recorded (``end``), committed to the session's storage before the
+        answer goes out, and the ``arc`` object with the storage's share (``store_ms``). Every
+        answered path (streamed or not, and a compaction answered with no engine call) ends
+        here; a failed one calls ``end()`` alone (what was archived is saved, nothing answered)."""
+        arc = self.end(answer)
+        await self.session.commit()
+        arc.update(spent_figures())
+        return arc
+
     def end(self, answer: dict | None = None) -> dict:
         """Record the request in the session and save it (the context after this step's
         compactions and commands, for a reopening); the ``arc`` object of the response.
@@ -301,7 +311,7 @@ class ChatStep:
             replica=REPLICA_NAME, human_turns=loop.human_turns or None,
             compaction=ask.record() if ask is not None else None,
             client_compaction=ask is not None and ask.turn is not None,
-            handoff=ask.kind if ask is not None and ask.compacted else None)
+            handoff=ask.kind if ask is not None and ask.compacted else None, unanswered=answer is None)
         metrics.REQUESTS.labels(api=self.api).inc()
         metrics.COMPACTIONS.labels(api=self.api).inc(record.compactions)
         metrics.COMPACTION_FREED_TOKENS.labels(api=self.api).inc(loop.freed_tokens)
@@ -338,9 +348,7 @@ async def complete(body: dict, session, engine, raw_request=None, **options) -> 
     step = ChatStep(body, session, engine, raw_request, **options)
     ask = step.ask
     if ask is not None and ask.alone:
-        answer = answered_alone(step, body.get("model") or "")
-        await session.commit()
-        return answer
+        return await answered_alone(step, body.get("model") or "")
     reasoning = ""  # of the generations whose command was served: the client's answer holds it, as a stream's does
     try:
         while True:
@@ -361,17 +369,16 @@ async def complete(body: dict, session, engine, raw_request=None, **options) -> 
         message = response["choices"][0].setdefault("message", {})
         message["content"] = (message.get("content") or "") + appendix
         ask.decoded_tokens = (response.get("usage") or {}).get("completion_tokens") or 0
-    response["arc"] = step.end(answer_of(response["choices"][0].get("message") or {}))
-    await session.commit()  # stored before the answer goes out
-    response["arc"].update(spent_figures())
+    response["arc"] = await step.finish(answer_of(response["choices"][0].get("message") or {}))
     return response
 
 
-def answered_alone(step: ChatStep, model: str) -> dict:
-    """The chat completion of a compaction answered with no engine call, its ``arc`` on it."""
+async def answered_alone(step: ChatStep, model: str) -> dict:
+    """The chat completion of a compaction answered with no engine call, its ``arc`` on it
+    (the step finished: committed, ``store_ms`` included)."""
     text = step.ask.text()
-    answer = {"role": "assistant", "content": text}
-    return compaction.alone(text, model, step.context.counter.count(text), step.end(answer))
+    arc = await step.finish({"role": "assistant", "content": text})
+    return compaction.alone(text, model, step.context.counter.count(text), arc)
 
 
 def answer_of(message: dict) -> dict:

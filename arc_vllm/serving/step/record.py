@@ -17,6 +17,9 @@ are both written from one ``StepRecord`` (``serving/step/chat.py`` ``ChatStep.en
                            engine to prefill anew (from the first token that differs from the
                            session's last view on: their cost to the prefix cache); 0 without
                            a compaction (uncached: None where the last view is not known here)
+    unanswered             present (True) only on the record of a request that ended with no
+                           answer sent: an error, or a client that disconnected (its request
+                           cancelled); what it archived is kept, no answer is
     human_turns            the user's own messages the last view showed: ``verbatim``,
                            ``shortened`` (head and stub line) and ``left_out`` (no room even for
                            heads); absent in a conversation without human turns
@@ -63,6 +66,7 @@ class StepRecord:
     engine_ms: float
     compaction_freed_tokens: int = 0
     compaction_uncached_tokens: int | None = 0
+    unanswered: bool = False           # it ended with no answer sent (failed, or its client left)
     route_ms: float | None = None      # None: the step was not reached through a route
     replica: str | None = None         # the Ray replica whose engine served it
     human_turns: dict | None = None    # the user's messages the last view showed, by form
@@ -86,7 +90,7 @@ class StepRecord:
                "engine_calls": self.engine_calls}
         arc.update((name, value) for name, value in figures.items()
                    if name not in ("stream", "route_ms", "replica", "compaction", "client_compaction", "handoff",
-                                   "time", "human_turns"))
+                                   "time", "human_turns", "unanswered"))
         if self.human_turns and any(self.human_turns.values()):
             arc["human_turns"] = self.human_turns
         if self.route_ms is not None:
@@ -102,6 +106,8 @@ class StepRecord:
     def record(self) -> dict:
         """The session's record of the request."""
         record = {"time": round(self.time, 3), **{name: getattr(self, name) for name in RECORDED}}
+        if self.unanswered:
+            record["unanswered"] = True
         if self.handoff is not None:
             record["handoff"] = self.handoff
         if self.human_turns and any(self.human_turns.values()):

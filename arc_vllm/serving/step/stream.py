@@ -25,7 +25,6 @@ import json
 from arc_vllm.serving.compaction import ask as compaction
 from arc_vllm.serving.compaction.ask import NOTHING_CONTINUED
 from arc_vllm.serving.errors import EngineError, openai_error, SessionError
-from arc_vllm.serving.sessions.storage import spent_figures
 from arc_vllm.serving.step.chat import ChatStep, answer_of, answered_alone, check_body
 from arc_vllm.serving.step.stream_filter import HeldBack
 from arc_vllm.serving.step.tools import ARC_TOOL_NAMES
@@ -47,9 +46,7 @@ async def open_stream(body: dict, session, engine, raw_request=None, **options):
     try:
         step = ChatStep(body, session, engine, raw_request, **options)
         if step.ask is not None and step.ask.alone:
-            result = answered_alone(step, body.get("model") or "")
-            await session.commit()  # stored before the answer goes out
-            return alone_chunks(result, include_usage)
+            return alone_chunks(await answered_alone(step, body.get("model") or ""), include_usage)
         events = await started(await step.call(stream=True))
     except BaseException:
         if step is not None:  # what was archived is saved
@@ -196,9 +193,7 @@ async def relay(step: ChatStep, events, include_usage: bool, continuous_usage: b
             finish = generation.finish_reason
             if finish == "tool_calls" and held.num_client_calls == client_calls:
                 finish = "stop"  # only ARC's calls were made, and the client saw none of them
-            arc = step.end(generation.answer(reasoning))
-            await step.session.commit()  # stored before the last chunk tells the client it is done
-            arc.update(spent_figures())
+            arc = await step.finish(generation.answer(reasoning))  # before the last chunk says it is done
             for chunk in last_chunks(base, finish, generation.usage, arc, include_usage):
                 yield chunk
             return
