@@ -107,7 +107,10 @@ class FolderStorage(SessionStorage):
     async def new(self, id: str, make):
         (self.folder / id).mkdir()
         session = make(self)
-        await self.save(session)
+        # Written before the first await: a concurrent request that finds this id (the
+        # conversation index names it at once) must find it stored, never half-made. A new
+        # session's state is small.
+        self.write_state(id, session.state())
         if self.shared:  # held by no request yet: any process may take it
             session.store.release()
         return session
