@@ -185,7 +185,12 @@ def test_implicit_sessions_off_leaves_requests_naming_none_to_vllm():
         app = SimpleNamespace(state=SimpleNamespace(arc_implicit_sessions=implicit))
         raw = json.dumps(body).encode()
 
-        async def receive():
+        sent = []
+
+        async def receive():  # as ASGI's: the body, then nothing until the client leaves
+            if sent:
+                await asyncio.Event().wait()
+            sent.append(raw)
             return {"type": "http.request", "body": raw, "more_body": False}
 
         async def send(message):

@@ -230,8 +230,11 @@ async def cancelled_on_disconnect(work, receive):
     task = asyncio.ensure_future(work)
 
     async def disconnected() -> None:
-        while (await receive())["type"] != "http.disconnect":
-            pass
+        # After a whole body, ASGI's receive() blocks until the client leaves. A server whose
+        # receive answers anything else at once would make a loop here spin without ever yielding
+        # to ``work``, so any other message ends the watch: the work then runs to its end.
+        if (await receive())["type"] != "http.disconnect":
+            await asyncio.Event().wait()
 
     watch = asyncio.ensure_future(disconnected())
     try:
