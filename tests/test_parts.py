@@ -13,7 +13,7 @@ from hypothesis import given, settings, strategies as st
 
 from arc_vllm.core.config import ArcConfig
 from arc_vllm.serving.sessions.parts import Written, encoded
-from arc_vllm.serving.sessions.session import MAX_RECORDS, Session, join_state, split_state
+from arc_vllm.serving.sessions.session import MAX_RECORDS, PARTS, Session, join_state, split_state
 
 TASK = [{"role": "system", "content": "Agent."}, {"role": "user", "content": "Find it."}]
 
@@ -78,3 +78,32 @@ def test_the_changes_applied_to_what_was_written_are_the_session(smol, requests)
         # And the whole state, split and joined, is the session's state.
         rest, parts = split_state(json.loads(json.dumps(session.state())))
         assert join_state(rest, parts) == json.loads(json.dumps(session.state()))
+
+
+def lists_in(value, path=()) -> dict:
+    """Every list in a JSON state, by the keys leading to it."""
+    if isinstance(value, list):
+        return {path: value}
+    if isinstance(value, dict):
+        return {found: items for key, item in value.items() for found, items in lists_in(item, (*path, key)).items()}
+    return {}
+
+
+def test_every_list_of_the_state_that_grows_with_the_session_is_a_part(smol):
+    """The table ``PARTS`` is the only place a growing part is named: a list that grows with the
+    session's length and is not a part would be rewritten whole on every request by a store that
+    appends (and a part the table lost would never be written)."""
+    session = Session("sess_" + "0" * 24, ArcConfig.for_window(2048, 256), smol)
+    messages, lengths = list(TASK), []
+    for step in range(40):  # long enough for compactions, a catalog and a Cited set
+        messages += tool(step, f"line {step}\n" * 60)
+        session.take_in(messages, None)
+        session.context.render()
+        session.records.append({"time": step})
+        lengths.append({path: len(items) for path, items in lists_in(json.loads(json.dumps(session.state()))).items()})
+    grew = {path for path, length in lengths[-1].items() if length >= 10 + lengths[len(lengths) // 2].get(path, 0)}
+    places = {part.place for part in PARTS}
+    assert grew == places, (grew - places, places - grew)
+    rest, parts = split_state(json.loads(json.dumps(session.state())))
+    assert set(parts) == {part.name for part in PARTS} and all(parts.values())
+    assert not set(lists_in(rest)) & places

@@ -3,7 +3,7 @@ store that appends (``sessions/redis_store.py``), so a request costs what it add
 the session holds.
 
 A session's state (``Session.state``) is its rest, bounded by the budgets (``Session.rest``),
-and its growing parts (``GROWING``: fingerprints, records, turns, catalog order, Cited set),
+and its growing parts (``PARTS``: fingerprints, records, turns, catalog order, Cited set),
 which only grow while its context lives. ``Written`` keeps, per session, the growing parts as
 last written (the live objects, by reference: no copy of any text), the tools and the store's
 version. ``Written.changes(session)`` compares them with the session now:
@@ -25,7 +25,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
-from arc_vllm.serving.sessions.session import part_item
+from arc_vllm.serving.sessions.session import PART, part_item
 
 
 @dataclass(frozen=True)
@@ -37,7 +37,7 @@ class Change:
 
 def encoded(name: str, items) -> list[str]:
     """Items of a growing part as the text a store keeps."""
-    if name in ("turns", "records"):
+    if PART[name].json:
         return [json.dumps(part_item(name, item), ensure_ascii=False, separators=(",", ":")) for item in items]
     return list(items)
 
@@ -45,7 +45,7 @@ def encoded(name: str, items) -> list[str]:
 def encoded_items(name: str, items) -> list[str]:
     """Items of a growing part as a whole state holds them (JSON-able: a turn's snapshot form),
     as the text a store keeps."""
-    if name in ("turns", "records"):
+    if PART[name].json:
         return [json.dumps(item, ensure_ascii=False, separators=(",", ":")) for item in items]
     return [str(item) for item in items]
 
@@ -53,7 +53,7 @@ def encoded_items(name: str, items) -> list[str]:
 def decoded(name: str, items) -> list:
     """The text a store kept, back as the state's items (``join_state`` takes them)."""
     texts = [item.decode("utf-8") if isinstance(item, bytes) else item for item in items]
-    return [json.loads(text) for text in texts] if name in ("turns", "records") else texts
+    return [json.loads(text) for text in texts] if PART[name].json else texts
 
 
 @dataclass
@@ -73,7 +73,7 @@ class Written:
 
     def take(self, session, version: int | None = None) -> None:
         """The session's growing parts and tools are now what the store holds."""
-        self.parts = {name: (set(live) if name == "cited" else list(live))
+        self.parts = {name: (set(live) if PART[name].kind == "set" else list(live))
                       for name, live in session.growing().items()}
         self.tools = session.context.tools if session.context else None
         if version is not None:
@@ -89,13 +89,13 @@ class Written:
         return out
 
     def change(self, name: str, live) -> Change | None:
-        before = self.parts.get(name)
-        if name == "cited":
+        before, kind = self.parts.get(name), PART[name].kind
+        if kind == "set":
             if before is not None and before <= live:
                 new = live - before
                 return Change(name, False, sorted(new)) if new else None
             return Change(name, True, sorted(live))
-        if name == "records":  # a ring of the last MAX_RECORDS: what follows the last written
+        if kind == "ring":  # the last MAX_RECORDS: what follows the last one written
             if before is not None and not before:
                 return Change(name, False, encoded(name, live)) if live else None
             if before:

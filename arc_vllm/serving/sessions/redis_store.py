@@ -66,14 +66,13 @@ from arc_vllm.serving.errors import LeaseLost, SessionBusy, SessionError, StoreU
 from arc_vllm.serving.sessions.conversation_index import ConversationIndex, chain
 from arc_vllm.serving.sessions.ownership import allows
 from arc_vllm.serving.sessions.parts import Change, Written, decoded, encoded_items
-from arc_vllm.serving.sessions.session import MAX_RECORDS, Session, join_state, split_state
+from arc_vllm.serving.sessions.session import MAX_RECORDS, PARTS, Session, join_state, split_state
 from arc_vllm.serving.sessions.storage import (INDEX_PER_START, MAX_ENDED, SessionStorage, account,
                                                is_session_id, poll)
 
 logger = logging.getLogger(__name__)
 
 PREFIX = "arc:"
-PARTS = {"fingerprints": "fp", "records": "rec", "turns": "turns", "catalog": "cat", "cited": "cited"}
 KEEP = object()        # ``put``: the stored tools stay as they are
 
 # The lease: taken only where none is held, with a token from the fencing counter; returns the
@@ -93,13 +92,18 @@ RELEASE = """
 if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
 return 0
 """
-# A commit, all or nothing. KEYS: meta lease log fp rec turns cat cited sessions owners bytes
-# bytes:by, then the caller listings. ARGV: token ('' to create: the session must not exist),
-# version expected, the session's id, last use (score), expiry ms (0: none), the log's new
-# bytes, the most a session may hold, the listings' count, then the operations: R (rpush), D
-# (del), T (ltrim to the last N), S (sadd), H (hset pairs), each "op key-index count items...".
+# The keys every commit touches beside the session's own, first among a commit's KEYS.
+SESSIONS, OWNERS, BYTES, BYTES_BY = f"{PREFIX}sessions", f"{PREFIX}owners", f"{PREFIX}bytes", f"{PREFIX}bytes:by"
+SHARED_KEYS = [SESSIONS, OWNERS, BYTES, BYTES_BY]
+# A commit, all or nothing. KEYS: SHARED_KEYS, the session's keys (``session_keys``: meta lease
+# log, then one per growing part, ``PARTS``), then the caller listings. ARGV: token ('' to
+# create: the session must not exist), version expected, the session's id, last use (score),
+# expiry ms (0: none), the log's new bytes, the most a session may hold, the count of the
+# session's keys, then the operations: R (rpush), D (del), T (ltrim to the last N), S (sadd),
+# H (hset pairs), each "op key-index count items...".
 COMMIT = """
-local meta, lease = KEYS[1], KEYS[2]
+local meta, lease = KEYS[5], KEYS[6]
+local last_session_key = 4 + tonumber(ARGV[8])
 if ARGV[1] == '' then
   if redis.call('EXISTS', meta) == 1 then return {-2, 0} end
 elseif redis.call('GET', lease) ~= ARGV[1] then
@@ -131,18 +135,18 @@ end
 version = version + 1
 redis.call('HSET', meta, 'version', version, 'bytes', bytes)
 local id, score = ARGV[3], ARGV[4]
-redis.call('ZADD', KEYS[9], score, id)
+redis.call('ZADD', KEYS[1], score, id)
 local listings = {}
-for index = 13, 12 + tonumber(ARGV[8]) do
+for index = last_session_key + 1, #KEYS do
   redis.call('ZADD', KEYS[index], score, id)
   table.insert(listings, KEYS[index])
 end
-redis.call('HSET', KEYS[10], id, table.concat(listings, ' '))
-redis.call('HINCRBY', KEYS[12], id, added)
-local total = redis.call('INCRBY', KEYS[11], added)
+redis.call('HSET', KEYS[2], id, table.concat(listings, ' '))
+redis.call('HINCRBY', KEYS[4], id, added)
+local total = redis.call('INCRBY', KEYS[3], added)
 if tonumber(ARGV[5]) > 0 then
-  for index = 1, 8 do
-    if index ~= 2 then redis.call('PEXPIRE', KEYS[index], ARGV[5]) end
+  for index = 5, last_session_key do
+    if KEYS[index] ~= lease then redis.call('PEXPIRE', KEYS[index], ARGV[5]) end
   end
 end
 return {version, total}
@@ -219,7 +223,7 @@ class RedisStorage(SessionStorage):
     def session_keys(self, id: str) -> list[str]:
         """meta, lease, log, then the growing parts (the order the commit script reads)."""
         return [self.key(id, "meta"), self.key(id, "lease"), self.key(id, "log"),
-                *(self.key(id, part) for part in PARTS.values())]
+                *(self.key(id, part.key) for part in PARTS)]
 
     # -- a session's life -----------------------------------------------------------------
     def open_store(self, session) -> ObsStore:
@@ -265,19 +269,20 @@ class RedisStorage(SessionStorage):
         session) and the stored version is ``version``. Returns the new version."""
         ops: list = []
 
-        def op(kind: str, key_index: int, items: list) -> None:
-            ops.extend((kind, key_index + 1, len(items), *items))
+        def op(kind: str, key_index: int, items: list = (), count: int | None = None) -> None:
+            # key_index: the key's place in ``session_keys``; count: the items', or ltrim's length
+            ops.extend((kind, len(SHARED_KEYS) + key_index + 1, len(items) if count is None else count, *items))
 
         if frames:
             op("R", 2, frames)
         for change in changes:
-            index = 3 + list(PARTS).index(change.name)
+            index, kind = next((3 + at, part.kind) for at, part in enumerate(PARTS) if part.name == change.name)
             if change.reset:
-                op("D", index, [])
+                op("D", index)
             if change.items:
-                op("S" if change.name == "cited" else "R", index, change.items)
-            if change.name == "records":
-                ops.extend(("T", index + 1, MAX_RECORDS))
+                op("S" if kind == "set" else "R", index, change.items)
+            if kind == "ring":
+                op("T", index, count=MAX_RECORDS)
         fields = ["rest", json.dumps(rest, ensure_ascii=False), "summary", json.dumps(rest.get("summary") or {"id": id}),
                   "tenant", rest.get("tenant") or "", "user", rest.get("user") or ""]
         if tools is not KEEP:
@@ -286,9 +291,9 @@ class RedisStorage(SessionStorage):
         listings = self.listings(rest.get("tenant"), rest.get("user"))
         added = sum(len(frame) for frame in frames)
         last_used = int(float(rest.get("last_used") or time.time()) * 1000)
-        args = [token, version, id, last_used, self.retention_ms, added, self.max_session_bytes, len(listings), *ops]
-        keys = [*self.session_keys(id), f"{PREFIX}sessions", f"{PREFIX}owners", f"{PREFIX}bytes", f"{PREFIX}bytes:by",
-                *listings]
+        own = self.session_keys(id)
+        args = [token, version, id, last_used, self.retention_ms, added, self.max_session_bytes, len(own), *ops]
+        keys = [*SHARED_KEYS, *own, *listings]
         version, total = await self.call("commit", lambda: self.scripts["commit"](keys=keys, args=args))
         if version == -3:
             raise SessionError(f"ARC session {id} would hold {total} bytes of observations, over "
@@ -322,11 +327,11 @@ class RedisStorage(SessionStorage):
             async with self.client.pipeline(transaction=True) as pipe:
                 pipe.hgetall(self.key(id, "meta"))
                 pipe.lrange(self.key(id, "log"), 0, -1)
-                for name, part in PARTS.items():
-                    if name == "cited":
-                        pipe.smembers(self.key(id, part))
+                for part in PARTS:
+                    if part.kind == "set":
+                        pipe.smembers(self.key(id, part.key))
                     else:
-                        pipe.lrange(self.key(id, part), 0, -1)
+                        pipe.lrange(self.key(id, part.key), 0, -1)
                 return await pipe.execute()
 
         meta, frames, *parts = await self.call("load", read)
@@ -334,7 +339,7 @@ class RedisStorage(SessionStorage):
             return None
         rest = json.loads(meta[b"rest"])
         rest["tools"] = json.loads(meta.get(b"tools", b"null"))
-        state = join_state(rest, {name: decoded(name, items) for name, items in zip(PARTS, parts)})
+        state = join_state(rest, {part.name: decoded(part.name, items) for part, items in zip(PARTS, parts)})
         return state, frames, int(meta[b"version"])
 
     async def load(self, id, counter):
@@ -360,7 +365,7 @@ class RedisStorage(SessionStorage):
         async def read():
             async with self.client.pipeline(transaction=False) as pipe:
                 pipe.hget(f"{PREFIX}ended", id)
-                pipe.zscore(f"{PREFIX}sessions", id)
+                pipe.zscore(SESSIONS, id)
                 return await pipe.execute()
 
         why, listed = await self.call("ended", read)
@@ -371,7 +376,7 @@ class RedisStorage(SessionStorage):
         return None
 
     async def stored_ids(self) -> list[str]:
-        ids = await self.call("listing", lambda: self.client.zrange(f"{PREFIX}sessions", 0, -1))
+        ids = await self.call("listing", lambda: self.client.zrange(SESSIONS, 0, -1))
         return sorted(id.decode() for id in ids)
 
     async def delete(self, id: str) -> None:
@@ -383,8 +388,8 @@ class RedisStorage(SessionStorage):
         async def read():
             async with self.client.pipeline(transaction=False) as pipe:
                 for id in ids:
-                    pipe.hget(f"{PREFIX}owners", id)
-                    pipe.hget(f"{PREFIX}bytes:by", id)
+                    pipe.hget(OWNERS, id)
+                    pipe.hget(BYTES_BY, id)
                 return await pipe.execute()
 
         found = await self.call("remove", read)
@@ -395,12 +400,12 @@ class RedisStorage(SessionStorage):
                 for position, id in enumerate(ids):
                     listings, size = found[2 * position], found[2 * position + 1]
                     pipe.delete(*self.session_keys(id))
-                    pipe.zrem(f"{PREFIX}sessions", id)
+                    pipe.zrem(SESSIONS, id)
                     for listing in (listings or b"").decode().split():
                         pipe.zrem(listing, id)
-                    pipe.hdel(f"{PREFIX}owners", id)
-                    pipe.hdel(f"{PREFIX}bytes:by", id)
-                    pipe.decrby(f"{PREFIX}bytes", int(size or 0))
+                    pipe.hdel(OWNERS, id)
+                    pipe.hdel(BYTES_BY, id)
+                    pipe.decrby(BYTES, int(size or 0))
                     if why is not None:
                         pipe.hset(f"{PREFIX}ended", id, why)
                         pipe.zadd(f"{PREFIX}ended:order", {id: now})
@@ -410,7 +415,7 @@ class RedisStorage(SessionStorage):
 
     async def listing(self, skip, who) -> list[dict]:
         if who is None or who.admin:
-            sources = [f"{PREFIX}sessions"]
+            sources = [SESSIONS]
         else:
             sources = [f"{PREFIX}open", self.listings(who.tenant, who.user)[-1]]
 
@@ -557,7 +562,7 @@ class RedisStorage(SessionStorage):
         went is kept (410), none serving a request."""
         cutoff = (time.time() - retention_s) * 1000
         ids = [id.decode() for id in await self.call("expire", lambda: self.client.zrangebyscore(
-            f"{PREFIX}sessions", "-inf", cutoff))]
+            SESSIONS, "-inf", cutoff))]
         gone = [id for id in ids if not busy(id)]
         if gone:
             await self.remove(gone, f"unused for more than {retention_s:g} s and removed from the store "
@@ -567,7 +572,7 @@ class RedisStorage(SessionStorage):
             async with self.client.pipeline(transaction=False) as pipe:
                 pipe.zrange(f"{PREFIX}ended:order", 0, -MAX_ENDED - 1)
                 pipe.zremrangebyrank(f"{PREFIX}ended:order", 0, -MAX_ENDED - 1)
-                pipe.get(f"{PREFIX}bytes")
+                pipe.get(BYTES)
                 return await pipe.execute()
 
         oldest, _, total = await self.call("expire", tidy)

@@ -11,7 +11,7 @@ recallable by id and through the catalog (``rebase``).
 Its state is declared once: the fields of ``Session`` marked ``saved`` are what its storage
 keeps (``state()`` writes them by name with the tools, the context's snapshot and a summary;
 ``from_state`` reads them by name, a key written by older code missing taking its default).
-The parts of that state that only grow (``GROWING``: the fingerprints, the records, the
+The parts of that state that only grow (``PARTS``: the fingerprints, the records, the
 context's turns, catalog order and Cited set) can be kept apart from the rest (``rest()``,
 ``growing()``; ``split_state``/``join_state`` for a whole state), so a store that appends them
 writes per request only what is new. Where it lives is its storage's
@@ -43,11 +43,29 @@ from arc_vllm.core.transcript import common_prefix, content_text, fingerprints, 
 
 
 MAX_RECORDS = 1000
-# The parts of a session's state that only grow while its context lives, by name: each is a list
-# in ``state()`` (at ``PLACES``), and a storage may append to them instead of rewriting them.
-GROWING = ("fingerprints", "records", "turns", "catalog", "cited")
-PLACES = {"fingerprints": ("fingerprints",), "records": ("records",), "turns": ("context", "turns"),
-          "catalog": ("context", "catalog", "entries"), "cited": ("context", "cited")}
+
+
+@dataclass(frozen=True)
+class Part:
+    """One part of a session's state that only grows while its context lives: a list in
+    ``state()`` at ``place``, which a storage may append to instead of rewriting. This table is
+    the one place the parts are named: ``split_state``/``join_state``, the per-request changes
+    (``sessions/parts.py``) and Redis's keys and commit script (``sessions/redis_store.py``)
+    all read it."""
+
+    name: str
+    place: tuple[str, ...]  # the keys leading to it in ``state()``
+    key: str                # its suffix among a store's keys of the session
+    kind: str = "list"      # "list": appended; "ring": its last MAX_RECORDS; "set": added to, written sorted
+    json: bool = False      # items kept as JSON text (a turn's snapshot, a record); else as text
+
+
+PARTS = (Part("fingerprints", ("fingerprints",), "fp"),
+         Part("records", ("records",), "rec", kind="ring", json=True),
+         Part("turns", ("context", "turns"), "turns", json=True),
+         Part("catalog", ("context", "catalog", "entries"), "cat"),
+         Part("cited", ("context", "cited"), "cited", kind="set"))
+PART = {part.name: part for part in PARTS}
 
 # A session may ask for a smaller window than the server's (a client sized for a smaller
 # model, a benchmark at several windows on one server), never a larger one.
@@ -240,10 +258,10 @@ class Session:
         return state
 
     def rest(self) -> dict:
-        """``state()`` without its growing parts (``GROWING``), which are not even written out:
+        """``state()`` without its growing parts (``PARTS``), which are not even written out:
         bounded by the budgets, whatever the session's length."""
         state = {spec.name: getattr(self, spec.name) for spec in fields(self)
-                 if spec.metadata.get("saved") and spec.name not in GROWING}
+                 if spec.metadata.get("saved") and spec.name not in PART}
         state.update(id=self.id, config=self.config.to_dict(), tools=self.context.tools if self.context else None,
                      summary=self.summary(), context=snapshot(self.context, growing=False) if self.context else None)
         return state
@@ -307,12 +325,12 @@ def split_state(state: dict) -> tuple[dict, dict]:
     """A whole ``state()`` as (its rest, its growing parts as lists): ``join_state`` undoes it."""
     rest = json.loads(json.dumps(state))
     parts = {}
-    for name in GROWING:
-        *path, last = PLACES[name]
+    for part in PARTS:
+        *path, last = part.place
         holder = rest
         for key in path:
             holder = holder.get(key) if isinstance(holder, dict) else None
-        parts[name] = list(holder.pop(last, []) or []) if isinstance(holder, dict) else []
+        parts[part.name] = list(holder.pop(last, []) or []) if isinstance(holder, dict) else []
     return rest, parts
 
 
@@ -320,12 +338,17 @@ def join_state(rest: dict, parts: dict) -> dict:
     """The whole state of ``rest`` and its growing ``parts`` (``split_state``'s inverse; a part
     of a context that was not started is dropped with it)."""
     state = dict(rest)
-    state["fingerprints"], state["records"] = list(parts.get("fingerprints", [])), list(parts.get("records", []))
-    if state.get("context") is not None:
-        context = state["context"] = dict(state["context"])
-        context["turns"] = list(parts.get("turns", []))
-        context["catalog"] = {**context.get("catalog", {}), "entries": list(parts.get("catalog", []))}
-        context["cited"] = sorted(parts.get("cited", []))
+    for part in PARTS:
+        *path, last = part.place
+        holder = state
+        for key in path:  # copied on the way down: ``rest`` is left as it was
+            if holder.get(key) is None:
+                break
+            holder[key] = dict(holder[key])
+            holder = holder[key]
+        else:
+            items = parts.get(part.name, [])
+            holder[last] = sorted(items) if part.kind == "set" else list(items)
     return state
 
 
