@@ -28,6 +28,7 @@ from arc_vllm.serving.apis.messages import MessagesAPI
 from arc_vllm.serving.apis.responses import ResponsesAPI
 from arc_vllm.serving.step.chat import complete
 from arc_vllm.serving.step.engine import ChatEngine
+from arc_vllm.serving.options import ServeOptions
 from arc_vllm.serving.step.stream import open_stream
 from arc_vllm.serving.compaction.handle import Handles
 from arc_vllm.serving.sessions.manager import SessionManager
@@ -80,7 +81,7 @@ def app_with(manager) -> SimpleNamespace:
     return SimpleNamespace(state=SimpleNamespace(anthropic_serving_messages=anthropic,
                                                  openai_serving_responses=responses, arc_sessions=manager,
                                                  arc_handles=Handles(b"a test secret, sixteen+"),
-                                                 arc_client_compaction="arc", arc_engine=ChatEngine()))
+                                                 arc_options=ServeOptions(arc=True), arc_engine=ChatEngine()))
 
 
 async def step(api, body: dict, app, session, engine):

@@ -17,7 +17,7 @@ dependency), of every module under ``arc_vllm/`` and ``kernels/`` (installed as
 
 and inside ``serving/``, its rooms (each package's docstring says what it owns):
 
-    errors, metrics, processes   the leaves: importable from every room, importing none
+    errors, metrics, processes, options   the leaves: importable from every room, importing none
     sessions      a session, the manager and its storage, conversation keys and index,
                   ownership, locks
     compaction    the clients' compaction turns, handles, the asks: + sessions
@@ -141,7 +141,7 @@ def test_the_agent_side_and_serving_never_import_each_other():
     assert offenders({"serving"}, LAYERS - agent_side - {"cli"}) == []
 
 
-SERVING_LEAVES = {"errors", "metrics", "processes"}
+SERVING_LEAVES = {"errors", "metrics", "processes", "options"}
 SERVING_ROOMS = ("sessions", "compaction", "step", "apis")  # each may import those before it
 
 

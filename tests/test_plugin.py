@@ -39,9 +39,9 @@ def test_arc_sets_the_hook_the_usage_details_and_allowlists_only_what_was_allowe
     args = parse(["--model", "m", "--arc", "--arc-store-dir", "/tmp/s", "--arc-recent-turns", "3"])
     assert args.arc and args.scheduler_cls == "arc_vllm.serving.scheduler.ArcScheduler"
     assert args.enable_prompt_tokens_details and args.arc_store_dir == "/tmp/s"
-    from arc_vllm.serving.plugin import budgets_from
+    from arc_vllm.serving.options import ServeOptions
 
-    assert budgets_from(args) == {"recent_turns": 3}
+    assert ServeOptions.of(args).budgets == {"recent_turns": 3}
     # Unset meant "every plugin": it stays every discovered plugin, ARC's endpoint added.
     allowed = os.environ["VLLM_PLUGINS"].split(",")
     assert "arc" in allowed and "lora_filesystem_resolver" in allowed
@@ -57,17 +57,29 @@ def test_unknown_arc_options_are_refused_by_vllms_parser(capsys):
     assert "--arc-bogus" in capsys.readouterr().err
 
 
-def test_the_plugins_docstring_names_every_arc_flag():
-    """Every ``--arc-*`` option the plugin adds (its own and the budgets ``ArcConfig`` gives) is
-    in ``plugin.py``'s docstring, its reference."""
+def test_every_arc_flag_is_declared_once_and_reads_back_typed_with_its_one_default():
+    """The parser's ``--arc-*`` flags are ``ServeOptions``' fields and ``ArcConfig``'s budgets,
+    nothing else; with none given, ``ServeOptions.of`` reads back exactly the declared defaults,
+    and a flag given comes back typed."""
     import argparse
+    from dataclasses import fields
 
+    from arc_vllm.core.config import ArcConfig
     from arc_vllm.serving import plugin
+    from arc_vllm.serving.options import ServeOptions
 
     parser = argparse.ArgumentParser()
     plugin.add_arc_arguments(parser)
     flags = {option for action in parser._actions for option in action.option_strings if option.startswith("--arc")}
-    assert len(flags) > 20 and sorted(flag for flag in flags if flag not in plugin.__doc__) == []
+    declared = {f"--arc-{spec.name.replace('_', '-')}" for spec in fields(ServeOptions) if spec.name != "budgets"}
+    budgets = {f"--arc-{name.replace('_', '-')}" for name in ArcConfig.options()}
+    assert flags == {"--arc"} | (declared - {"--arc-arc"}) | budgets
+    assert ServeOptions.of(parse(["--model", "m", "--arc"])) == ServeOptions(arc=True)
+    given = ServeOptions.of(parse(["--model", "m", "--arc", "--arc-store-lease", "2.5", "--arc-max-sessions", "7",
+                                   "--arc-implicit-sessions", "off", "--arc-recent-turns", "3"]))
+    assert (given.store_lease, given.max_sessions, given.implicit_sessions, given.budgets) == (2.5, 7, "off", {"recent_turns": 3})
+    with pytest.raises(ValueError, match="give one"):
+        ServeOptions(store="/a", store_dir="/b").store_named
 
 
 def request(base, method, path, body=None):
@@ -169,6 +181,7 @@ def test_implicit_sessions_off_leaves_requests_naming_none_to_vllm():
     from types import SimpleNamespace
 
     from arc_vllm.serving.api_route import ArcRoute
+    from arc_vllm.serving.options import ServeOptions
     from arc_vllm.serving.errors import Declined
     from arc_vllm.serving.apis.chat import ChatAPI
     from arc_vllm.serving.apis.messages import MessagesAPI
@@ -182,7 +195,8 @@ def test_implicit_sessions_off_leaves_requests_naming_none_to_vllm():
             self.bodies.append((await receive())["body"])
 
     def send_through(route, body, implicit):
-        app = SimpleNamespace(state=SimpleNamespace(arc_implicit_sessions=implicit))
+        options = ServeOptions(arc=True, implicit_sessions="on" if implicit else "off")
+        app = SimpleNamespace(state=SimpleNamespace(arc_options=options))
         raw = json.dumps(body).encode()
 
         sent = []

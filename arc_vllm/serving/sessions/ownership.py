@@ -18,7 +18,7 @@ Without either option nothing is checked (every route is open, as vLLM's are): `
 None and ``SessionManager.using`` checks nothing; implicit sessions are still scoped by the
 caller, so two callers never share one.
 
-    callers = Callers.from_args(args)      # once, at start: app.state.arc_callers
+    callers = Callers.of(options, keys)   # once, at start: app.state.arc_callers
     callers.who(headers, body)             # the Who of a request (401 if the gateway's header is missing)
     asking(request, body)                  # the Who to check (None: nothing is checked)
     maker(request, body)                   # the Who a new session is recorded under (always)
@@ -63,10 +63,10 @@ class Callers:
     header: str | None = None      # --arc-caller-header, lower case
 
     @classmethod
-    def from_args(cls, args, keys_checked: bool) -> Callers:
-        header = getattr(args, "arc_caller_header", None)
-        header = header.strip().lower() if header else None
-        return cls(keys_checked or header is not None, getattr(args, "arc_admin_key", None), header)
+    def of(cls, options, keys_checked: bool) -> Callers:
+        """From the server's ``ServeOptions``."""
+        header = options.caller_header.strip().lower() if options.caller_header else None
+        return cls(keys_checked or header is not None, options.admin_key, header)
 
     def who(self, headers: dict[str, str], body=None) -> Who:
         """The Who of a request. Behind a gateway a request without its header did not come

@@ -38,15 +38,6 @@ def storage_for(store=None, shared: bool = False, lock_timeout_s: float = 60.0, 
     return FolderStorage(store, shared, lock_timeout_s) if store else MemoryStorage()
 
 
-def store_of(args) -> str | None:
-    """``--arc-store``, or its alias ``--arc-store-dir`` (both given: they must agree)."""
-    store, folder = getattr(args, "arc_store", None), getattr(args, "arc_store_dir", None)
-    if store and folder and str(store) != str(folder):
-        raise ValueError(f"--arc-store {store} and --arc-store-dir {folder}: give one (--arc-store-dir "
-                         "is --arc-store's name for a folder)")
-    return store or folder
-
-
 if __name__ == "__main__":
     import sys
 

@@ -62,6 +62,7 @@ from redis.exceptions import RedisError, ResponseError
 from arc_vllm.core.store import ObsStore
 from arc_vllm.core.store_log import FrameLog
 from arc_vllm.serving import metrics
+from arc_vllm.serving.options import ServeOptions
 from arc_vllm.serving.errors import LeaseLost, SessionBusy, SessionError, StoreUnavailable
 from arc_vllm.serving.sessions.conversation_index import ConversationIndex, chain
 from arc_vllm.serving.sessions.ownership import allows
@@ -175,8 +176,9 @@ class RedisStorage(SessionStorage):
     durable = True
     shared = True
 
-    def __init__(self, url: str, lease_s: float = 10.0, timeout_s: float = 5.0, retention_s: float | None = None,
-                 max_session_bytes: int = 2 ** 30, lock_timeout_s: float = 60.0, client=None):
+    def __init__(self, url: str, lease_s: float = ServeOptions.store_lease, timeout_s: float = ServeOptions.store_timeout,
+                 retention_s: float | None = None, max_session_bytes: int = ServeOptions.store_max_session_bytes,
+                 lock_timeout_s: float = 60.0, client=None):
         super().__init__()
         if lease_s <= 0 or timeout_s <= 0:
             raise ValueError(f"--arc-store-lease and --arc-store-timeout: must be > 0 seconds "
