@@ -2,8 +2,10 @@
 
     ChatStep(...)    check the request (vLLM's request model over its fields and over the
                      messages the session has not taken in: those it took in were checked
-                     then), archive the new observations (``session.take_in``: fix F, count
-                     the tools), build the engine request, once
+                     then), plan its tools, build the engine request, once; nothing stored yet
+    .prepare()       archive the new observations (``session.take_in``: fix F, count the
+                     tools), run the compaction the request asks
+    ... .finish()    record the step, commit the session, before the answer goes out
     -> step.call()   the bounded view (proactive) in a copy of that request -> vLLM's own
                      chat handler (``serving/step/engine.py``)
     -> context-length error? compact and retry (reactive); another error is raised
@@ -97,11 +99,12 @@ class Loop:
 
 class ChatStep:
     """One ARC request on a session, between taking its messages in and its ``StepRecord``: the
-    engine calls (``call``), the commands served between them (``serve``). Made whole by its
-    constructor, which checks the request, archives its new observations and builds its engine
-    request (a ``SessionError`` for a request that cannot be served; what was archived before a
-    failure is saved). The caller holds the session (``SessionManager.using``) from construction
-    until ``end``.
+    engine calls (``call``), the commands served between them (``serve``). Its constructor
+    checks the request, plans its tools and builds its engine request, storing nothing (a
+    ``SessionError`` for a request that cannot be served); ``prepare`` archives its new
+    observations and runs the compaction it asks (what was archived before a failure is saved);
+    ``finish`` records and commits it. The caller holds the session (``SessionManager.using``)
+    from construction until ``end``.
 
     ``engine``: the server's ``ChatEngine``. ``continued``, ``ask``: what the request continues
     from (a ``Continuation``: the messages a handle stands for, a handoff the client kept) and
@@ -115,39 +118,52 @@ class ChatStep:
         self.started = time.perf_counter()
         self.body, self.session, self.engine, self.raw_request = body, session, engine, raw_request
         self.api, self.continued, self.ask, self.received = api, continued, ask, received
-        held, handoff = continued.held, continued.handoff
         self.session_id = session.id
         self.loop = Loop()
         self.asked = asked_tokens(body)
         self.context = None  # the session's context once the messages are in (then a failure saves)
         self.take_in_ms = 0.0
-        messages = body["messages"]
-        prints = prints_of(messages)
-        first_new = new_from(prints, session.fingerprints, held, handoff)
-        checked = engine.check(checked_fields(body, first_new), first_new, self.asked)
-        self.all_tools = checked.tools  # the client's, then ARC's (offered once ARC has acted); None: no tools
-        self.with_arc = with_arc = tools_of(checked)  # the same as vLLM hands them to the template
-        # ARC's tools are offered once ARC has acted (stubs exist); until then the prompt is
-        # the client's own, byte for byte.
-        acted = session.context is not None and session.context.has_acted
-        self.arc_tools = bool(with_arc) and acted and session.context.fits(with_arc)
-        shown = len(with_arc or ()) if self.arc_tools else len(body.get("tools") or ())  # the tools the engine gets
         # ``model`` mode: the client's summary prompt, after ARC's view (never archived).
         self.asking = [ask.model_prompt] if ask is not None and ask.model_prompt else []
-        xargs = dict(body.get("vllm_xargs") or {})
+        self.prints = prints_of(body["messages"])
+        first_new = new_from(self.prints, session.fingerprints, continued.held, continued.handoff)
+        checked = engine.check(checked_fields(body, first_new), first_new, self.asked)
+        self.shown_tools = self.plan_tools(checked)
+        self.request = self.engine_request(checked)
+
+    def plan_tools(self, checked) -> int:
+        """The tools the engine gets (how many of ``with_arc``, the client's then ARC's, as vLLM
+        hands them to the template). ARC's are offered once ARC has acted (stubs exist) and
+        still fit; until then the prompt is the client's own, byte for byte."""
+        self.all_tools = checked.tools  # None: no tools
+        self.with_arc = with_arc = tools_of(checked)
+        context = self.session.context
+        self.arc_tools = bool(with_arc) and context is not None and context.has_acted and context.fits(with_arc)
+        return len(with_arc or ()) if self.arc_tools else len(self.body.get("tools") or ())
+
+    def engine_request(self, checked):
+        """The engine request, built once: each engine call is a copy with its view and room."""
+        xargs = dict(self.body.get("vllm_xargs") or {})
         # vllm_xargs.arc_debug: return each view sent to the engine (for tests and debugging).
         self.debug = bool(xargs.pop("arc_debug", False))
         xargs.pop(COMPACTION_TURN, None)  # the API server's to read (``serving/compaction/turns.py``)
-        # The engine request, built once: each engine call is a copy with its view and room.
-        self.request = checked.model_copy(update={
+        return checked.model_copy(update={
             "messages": [], "stream": False, "stream_options": None,
-            "vllm_xargs": {**xargs, **ArcExtraArgs(session=session.id).to_dict()},
-            "tools": checked.tools[:shown] if checked.tools else None})
+            "vllm_xargs": {**xargs, **ArcExtraArgs(session=self.session_id).to_dict()},
+            "tools": checked.tools[:self.shown_tools] if checked.tools else None})
+
+    def prepare(self) -> ChatStep:
+        """Archive the request's new messages into the session (``Session.take_in``: every new
+        observation stored before anything can hide it), then run the compaction it asks. A
+        message that cannot be taken in is a ``SessionError``; what was archived before a
+        failure is saved (``end``). Returns the step, ready to ``call``."""
+        session, held, handoff = self.session, self.continued.held, self.continued.handoff
+        shown = self.with_arc[:self.shown_tools] if self.with_arc else None
         try:
             # Saved once, when the request ends (``end``): the store has every observation
             # durably already (fsync on append).
-            self.before_tokens = session.take_in(messages, with_arc[:shown] if with_arc else None, held, handoff,
-                                                 save=False, prints=prints)
+            self.before_tokens = session.take_in(self.body["messages"], shown, held, handoff, save=False,
+                                                 prints=self.prints)
         except ValueError as error:
             raise SessionError(f"messages: {error}" if not str(error).startswith("messages")
                                else str(error)) from None
@@ -155,13 +171,14 @@ class ChatStep:
         self.context = context = session.context
         self.compactions, self.recalls = context.num_compactions, context.recall.num_recalls
         # The server's window (vLLM's max_model_len): a session may ask for a smaller one.
-        self.server_window = engine.window or context.config.context_window
-        if ask is not None:
+        self.server_window = self.engine.window or context.config.context_window
+        if self.ask is not None:
             try:
-                ask.run(session, context, self.before_tokens)
+                self.ask.run(session, context, self.before_tokens)
             except BaseException:  # what was archived is saved
                 self.end()
                 raise
+        return self
 
     @property
     def may_serve(self) -> bool:
@@ -345,7 +362,7 @@ async def complete(body: dict, session, engine, raw_request=None, **options) -> 
     for an engine error. ``options``: ``ChatStep``'s keywords (the API, what the request continues
     from, the compaction it asks: a compaction answered alone calls no engine)."""
     check_body(body, options.get("continued", NOTHING_CONTINUED).held)
-    step = ChatStep(body, session, engine, raw_request, **options)
+    step = ChatStep(body, session, engine, raw_request, **options).prepare()
     ask = step.ask
     if ask is not None and ask.alone:
         return await answered_alone(step, body.get("model") or "")
@@ -399,7 +416,7 @@ def preview_tokens(body: dict, session, engine) -> tuple[int, int]:
     the conversation's own size as ARC counts it. ``engine``: a ``ChatEngine`` (its handler
     is not called)."""
     check_body(body)
-    step = ChatStep(body, session, engine)
+    step = ChatStep(body, session, engine).prepare()
     return step.next_view().tokens, step.before_tokens
 
 
