@@ -261,14 +261,26 @@ def test_a_streamed_request_that_fails_before_its_first_event_gets_an_http_error
                                             messages=[{"role": "user", "content": "x"}],
                                             extra_body={"vllm_xargs": {"arc_session": "sess_nope"}}))
     _, session = call(arc_server.base, "POST", "/v1/arc/sessions")
+    sid, first = session["id"], [{"role": "user", "content": "Read the log."}]
+    client.chat.completions.create(model=model, max_tokens=2, messages=first, extra_body={"vllm_xargs": {"arc_session": sid}})
+
+    def held() -> dict:  # what the session holds, its last use aside
+        _, described = call(arc_server.base, "GET", f"/v1/arc/sessions/{sid}")
+        return {name: value for name, value in described.items() if name != "last_used"}
+
+    before = held()
+    assert before["requests"] == 1
     with pytest.raises(BadRequestError, match="messages"):
         list(client.chat.completions.create(model=model, max_tokens=2, stream=True,
-                                            messages=[{"role": "robot", "content": "x"}],
-                                            extra_body={"vllm_xargs": {"arc_session": session["id"]}}))
+                                            messages=first + [{"role": "robot", "content": "x"}],
+                                            extra_body={"vllm_xargs": {"arc_session": sid}}))
     # The session was left as it was, and serves the next request.
-    reply = client.chat.completions.create(model=model, max_tokens=2, messages=[{"role": "user", "content": "x"}],
-                                           extra_body={"vllm_xargs": {"arc_session": session["id"]}})
-    assert reply.model_extra["arc"]["session"] == session["id"]
+    assert held() == before
+    reply = client.chat.completions.create(model=model, max_tokens=2,
+                                           messages=first + [{"role": "assistant", "content": "ok"},
+                                                             {"role": "user", "content": "x"}],
+                                           extra_body={"vllm_xargs": {"arc_session": sid}})
+    assert reply.model_extra["arc"]["session"] == sid and held()["requests"] == 2
 
 
 def test_durable_sessions_survive_kill_9(tmp_path):

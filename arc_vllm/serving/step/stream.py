@@ -44,8 +44,7 @@ async def open_stream(body: dict, session, engine, raw_request=None, **options):
     include_usage = bool(stream_options.get("include_usage"))
     step = None
     try:
-        step = ChatStep(body, session, engine, raw_request, **options)
-        step.prepare()
+        step = ChatStep(body, session, engine, raw_request, **options).prepare()  # saves itself if it fails
         if step.ask is not None and step.ask.alone:
             return alone_chunks(await answered_alone(step, body.get("model") or ""), include_usage)
         events = await started(await step.call(stream=True))
