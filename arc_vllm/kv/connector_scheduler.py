@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import logging
 from collections import OrderedDict
+from dataclasses import dataclass
 
 from prometheus_client import Gauge
 
@@ -51,6 +52,20 @@ KV_REUSE_ENABLED = Gauge("arc_kv_reuse_enabled", "1 when --arc-kv-reuse passed i
                          multiprocess_mode="livemax")
 
 
+@dataclass
+class Tracked:
+    """One ARC request the connector follows, from its allocation until it finishes."""
+
+    request: object
+    session: str
+    taken_tokens: int = 0           # the planned tokens vLLM took at its last allocation
+    allocated: bool = True          # allocated since the last step's metadata: its claim is still to load
+    scheduled: bool = False         # seen scheduled in a step
+    prompt: list[int] | None = None  # to save once computed (None: saved, or not scheduled yet)
+    is_view: bool = True            # the prompt is a view (else a warm-up stage: only its tail is kept)
+    supplied: int = 0               # tokens whose KV this connector supplied
+
+
 class ArcKVScheduler:
     def __init__(self, min_run: int, host_tokens: int, block_size: int, max_moves: int = 1):
         self.min_run = min_run
@@ -64,14 +79,8 @@ class ArcKVScheduler:
         # plainly (a cachetools cache would evict inside an assignment, out of sight).
         self.saved: OrderedDict[str, SavedPrompt] = OrderedDict()
         self.saved_tokens = 0  # the tokens of every prompt in ``saved``
-        # request id -> (the request, the planned tokens vLLM took), from its allocation to
-        # the step's metadata
-        self.allocated: dict[str, tuple[object, int]] = {}
-        self.sessions: dict[str, str] = {}  # request id -> its session, once scheduled
-        # request id -> (session, prompt, whether it is the view: else a warm-up stage)
-        self.pending_saves: dict[str, tuple[str, list[int], bool]] = {}
+        self.tracked: dict[str, Tracked] = {}  # request id -> what is followed of it, until it finishes
         self.views: dict[str, ViewInProgress] = {}  # session -> its view being built
-        self.supplied: dict[str, int] = {}  # request id -> tokens supplied, until it finishes
         self.num_supplied_tokens = 0  # every token supplied so far
         self._unreported = 0  # supplied since the last stats report
 
@@ -85,7 +94,8 @@ class ArcKVScheduler:
 
     def supplied_tokens(self, request_id: str) -> int:
         """Tokens whose KV this connector supplied for a running request (0 if none)."""
-        return self.supplied.get(request_id, 0)
+        tracked = self.tracked.get(request_id)
+        return tracked.supplied if tracked is not None else 0
 
     def plan(self, request, hit: int) -> Claim:
         """What is claimed for ``request`` after a prefix hit of ``hit`` tokens: a function of
@@ -102,8 +112,10 @@ class ArcKVScheduler:
         return self.plan(request, num_computed_tokens).tokens, False
 
     def update_state_after_alloc(self, request, num_external_tokens: int) -> None:
-        if self.enabled and ArcExtraArgs.of_request(request).session is not None:
-            self.allocated[request.request_id] = (request, num_external_tokens)
+        session = ArcExtraArgs.of_request(request).session
+        if self.enabled and session is not None:  # a preempted request resumed is allocated again
+            tracked = self.tracked.setdefault(request.request_id, Tracked(request, session))
+            tracked.request, tracked.taken_tokens, tracked.allocated = request, num_external_tokens, True
 
     def build_connector_meta(self, scheduler_output, block_ids_of) -> ArcKVMetadata:
         meta = ArcKVMetadata()
@@ -112,18 +124,18 @@ class ArcKVScheduler:
         cached = scheduler_output.scheduled_cached_reqs
         scheduled.update(zip(cached.req_ids, cached.num_computed_tokens))
         for request_id, computed in scheduled.items():
-            if request_id not in self.allocated:
+            tracked = self.tracked.get(request_id)
+            if tracked is None or not tracked.allocated:
                 continue
-            request, taken_tokens = self.allocated.pop(request_id)
-            extra = ArcExtraArgs.of_request(request)
-            session, hit = extra.session, computed - taken_tokens
+            request, taken_tokens, session = tracked.request, tracked.taken_tokens, tracked.session
+            tracked.allocated, tracked.scheduled = False, True
+            hit = computed - taken_tokens
             if hit < 0:  # vLLM changed what it scheduled after the allocation: claim nothing
                 logger.error("request %s: %d tokens computed, %d taken from the plan; no claim",
                              request_id, computed, taken_tokens)
                 hit, taken_tokens = computed, 0
-            self.sessions[request_id] = session
             # The view is saved; a warm-up stage (``save`` false) keeps only its tail.
-            self.pending_saves[request_id] = (session, list(request.prompt_token_ids or []), extra.save)
+            tracked.prompt, tracked.is_view = list(request.prompt_token_ids or []), ArcExtraArgs.of_request(request).save
             claim = self.plan(request, hit).taken(taken_tokens)
             if session not in self.views:  # the view starts at its first request's hit
                 self.views[session] = ViewInProgress(hit)
@@ -133,19 +145,20 @@ class ArcKVScheduler:
                 meta.loads.append(Load(session, block_ids_of(request_id), claim.pieces))
                 self.views[session].pieces.extend(claim.pieces)
                 supplied = claimed_tokens(claim.pieces)
-                self.supplied[request_id] = self.supplied.get(request_id, 0) + supplied
+                tracked.supplied += supplied
                 self.num_supplied_tokens += supplied
                 self._unreported += supplied
                 self.saved.move_to_end(session)
         # A prompt complete after this step is saved by the worker at its end.
         for request_id, computed in scheduled.items():
-            if request_id not in self.pending_saves:
+            tracked = self.tracked.get(request_id)
+            if tracked is None or tracked.prompt is None:
                 continue
-            session, prompt, is_view = self.pending_saves[request_id]
+            session, prompt = tracked.session, tracked.prompt
             if computed + scheduler_output.num_scheduled_tokens.get(request_id, 0) < len(prompt):
                 continue
-            del self.pending_saves[request_id]
-            if not is_view:
+            tracked.prompt = None
+            if not tracked.is_view:
                 # Kept only for a session whose view is saved (the host budget then bounds it:
                 # dropping the session drops both), and replaced by the stage after.
                 tail = StageTail.of_stage(prompt, self.block_size) if session in self.saved else None
@@ -172,17 +185,13 @@ class ArcKVScheduler:
         return meta
 
     def request_finished(self, request) -> None:
-        request_id = request.request_id
-        session = self.sessions.pop(request_id, None)
-        unsaved = self.pending_saves.pop(request_id, None) is not None
+        tracked = self.tracked.pop(request.request_id, None)
         aborted = request.status.name == "FINISHED_ABORTED"
         # The session's view in progress belongs to the request that was to save it: if that one
         # ends with its prompt incomplete, or one of its warm-up stages is aborted, the view will
         # never be saved, and the session's next request must start a view of its own.
-        if session is not None and (unsaved or aborted):
-            self.views.pop(session, None)
-        self.allocated.pop(request_id, None)
-        self.supplied.pop(request_id, None)
+        if tracked is not None and tracked.scheduled and (tracked.prompt is not None or aborted):
+            self.views.pop(tracked.session, None)
 
     def get_kv_connector_stats(self) -> ArcKVStats | None:
         if not self._unreported:
