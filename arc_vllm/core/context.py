@@ -514,6 +514,11 @@ class ArcContext:
         catalog; before, it is the conversation as the client sent it."""
         return self.state.num_compactions > 0 or self.state.handed_off or bool(self.state.cleared)
 
+    def hand_off(self) -> None:
+        """The conversation holds ARC's handoff (a compacting client kept it in place of its
+        history): the view is ARC's from now on (``has_acted``)."""
+        self.state.handed_off = True
+
     def catalog_order(self) -> list[str]:
         """Every stored id as a catalog lists them: the catalog's own entries (observations
         that left the verbatim view, in that order), then the rest in the store's order."""

@@ -198,6 +198,16 @@ def common_prefix(items: list, known: list) -> int:
     return same
 
 
+def first_new(prints: list[str], known: list[str], held: int = 0) -> int | None:
+    """Where the new messages start in a conversation whose fingerprints are ``prints`` (its
+    first ``held`` those of a handle's, ``known[:held]``), for a session that took ``known`` in:
+    past what both share, and past what the handle stands for. None: the conversation does not
+    start as the session's did (all of it is new)."""
+    if not known or prints[:1] != known[:1]:
+        return None
+    return max(common_prefix(prints, known), held)
+
+
 def take_in(messages: list[dict], known: list[str], has_prefix: bool, prints: list[str] | None = None,
             held: int = 0, native: bool = False) -> NewItems:
     """What in ``messages`` is new for a session that has taken in ``known``. ``held``: the
@@ -207,8 +217,8 @@ def take_in(messages: list[dict], known: list[str], has_prefix: bool, prints: li
     offered, or seen in an earlier request); a tool call among the new messages makes it so
     too, and its user messages are then human turns."""
     prints = known[:held] + fingerprints(messages) if prints is None else prints
-    if known and prints[:1] == known[:1]:
-        same = max(common_prefix(prints, known), held)
+    same = first_new(prints, known, held)
+    if same is not None:
         fresh, start = messages[same - held:], same
         taken = known[:same] + prints[same:] if same == len(known) else known + prints[same:]
     else:

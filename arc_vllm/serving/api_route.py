@@ -32,11 +32,10 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import BaseRoute
 
 from arc_vllm.serving import metrics
-from arc_vllm.serving.compaction import ask as compaction
-from arc_vllm.serving.compaction.ask import NOTHING_CONTINUED, Continuation
+from arc_vllm.serving.compaction.ask import NOTHING_CONTINUED, Continuation, check_current, client_turn, continuation
 from arc_vllm.serving.sessions.manager import Routed
 from arc_vllm.serving.sessions import ownership
-from arc_vllm.serving.sessions.storage import spent
+from arc_vllm.serving.sessions.storage import Spent, spent
 from arc_vllm.serving.apis import ConversationAPI, json_body
 from arc_vllm.serving.errors import ClientGone, Declined, SessionError
 from arc_vllm.serving.step.chat import complete
@@ -136,8 +135,8 @@ class ArcRoute(BaseRoute):
                 return None
             raise refused
         manager, handles = app.state.arc_sessions, app.state.arc_handles
-        continued = compaction.continuation(handles, translation, who.caller, sid)
-        turn = compaction.client_turn(app.state.arc_options.client_compaction, handles, headers, body, translation, who.caller)
+        continued = continuation(handles, translation, who.caller, sid)
+        turn = client_turn(app.state.arc_options.client_compaction, handles, headers, body, translation, who.caller)
         if turn is not None:  # a client's own summary turn: ARC's, with the request's context edits
             turn.edits = translation.ask.edits if translation.ask is not None else []
             translation.ask = turn
@@ -167,7 +166,7 @@ class ArcRoute(BaseRoute):
             raise SessionError("vllm_xargs.arc_session: must be a session id string")
         if api.reads:
             return await self.read(request, body, sid)
-        spent.set([0.0, 0])  # what this request spends on the session storage (``arc.store_ms``)
+        spent.set(Spent())  # what this request spends on the session storage (``arc.store_ms``)
         routing = await self.resolve(app, body, headers, sid, size)
         if routing is None:
             return None
@@ -183,7 +182,7 @@ class ArcRoute(BaseRoute):
                 raise
             # Run before the session is let go: its index entry is written from this copy.
             held.push_async_callback(manager.remember, session, routing.routed)
-            compaction.check_current(routing.continued, session)
+            check_current(routing.continued, session)
             api.bind(translation, session)
             step = dict(api=api.name, continued=routing.continued, ask=translation.ask, received=received,
                         prints_of=routing.prints_of)

@@ -207,7 +207,7 @@ def appended(ask: CompactionAsk | None) -> str:
     return "\n\n" + ask.handoff.text
 
 
-def alone(text: str, model: str, completion_tokens: int, arc: dict) -> dict:
+def completion_alone(text: str, model: str, completion_tokens: int, arc: dict) -> dict:
     """The chat completion of a compaction answered alone: ``text``, ARC's ``arc`` object on it."""
     return {"id": f"chatcmpl-arc-{secrets.token_hex(12)}", "object": "chat.completion",
             "created": int(time.time()), "model": model,

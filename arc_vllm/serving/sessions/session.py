@@ -39,7 +39,7 @@ from arc_vllm.core.context import ArcContext
 from arc_vllm.core.formats import ARC_NOTE
 from arc_vllm.core.snapshot import restore, snapshot
 from arc_vllm.core.store import ObsStore
-from arc_vllm.core.transcript import common_prefix, content_text, fingerprints, take_in
+from arc_vllm.core.transcript import content_text, fingerprints, first_new, take_in
 
 
 MAX_RECORDS = 1000
@@ -107,9 +107,8 @@ def new_from(prints: list[str], known: list[str], held: int = 0, handoff: bool =
     ``handoff`` as for ``Session.take_in``. 0 for a conversation the session takes in whole
     (its first, or a rewrite of its history)."""
     whole = known[:held] + prints
-    if not known or whole[:1] != known[:1] or rebases(whole, known, held, handoff):
-        return 0
-    return max(common_prefix(whole, known), held) - held
+    same = first_new(whole, known, held)
+    return 0 if same is None or rebases(whole, known, held, handoff) else same - held
 
 
 def saved(default=None, factory=None, help: str = ""):
@@ -219,7 +218,7 @@ class Session:
             context.native = True
             context.adopt_human_turns()  # its earlier user messages were the human's too
         if handoff:  # the conversation holds ARC's handoff: its view is ARC's (note, catalog)
-            context.state.handed_off = True
+            context.hand_off()
         # What the conversation would cost without ARC: a running sum over the messages
         # taken in, each counted once as a chat message of the model's template.
         for message in items.new_messages:

@@ -62,6 +62,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
+from dataclasses import dataclass
 import os
 import re
 import secrets
@@ -100,22 +101,32 @@ def atomic_write(path: Path, text: str) -> None:
     os.replace(temporary, path)
 
 
-# [seconds, round trips] this request spent on its session storage (None: not counted).
-spent: contextvars.ContextVar[list | None] = contextvars.ContextVar("arc_store_spent", default=None)
+@dataclass
+class Spent:
+    """What one request spent on its session storage."""
+
+    seconds: float = 0.0
+    round_trips: int = 0
+
+
+# This request's storage spending (None: not counted); the route sets a new one per request.
+spent: contextvars.ContextVar[Spent | None] = contextvars.ContextVar("arc_store_spent", default=None)
 
 
 def account(seconds: float, trips: int = 1) -> None:
     """Count a storage operation toward the request it serves."""
     counted = spent.get()
     if counted is not None:
-        counted[0] += seconds
-        counted[1] += trips
+        counted.seconds += seconds
+        counted.round_trips += trips
 
 
 def spent_figures() -> dict:
     """This request's storage figures for its ``arc`` object (none where nothing was counted)."""
     counted = spent.get()
-    return {"store_ms": round(counted[0] * 1000, 2), "store_round_trips": counted[1]} if counted and counted[1] else {}
+    if not counted or not counted.round_trips:
+        return {}
+    return {"store_ms": round(counted.seconds * 1000, 2), "store_round_trips": counted.round_trips}
 
 
 def is_session_id(id) -> bool:

@@ -41,8 +41,7 @@ from arc_vllm.core.errors import is_context_length_error
 from arc_vllm.core.transcript import fingerprints
 from arc_vllm.kv.extra_args import COMPACTION_TURN, ArcExtraArgs
 from arc_vllm.serving import metrics
-from arc_vllm.serving.compaction import ask as compaction
-from arc_vllm.serving.compaction.ask import NOTHING_CONTINUED, Continuation
+from arc_vllm.serving.compaction.ask import NOTHING_CONTINUED, Continuation, appended, completion_alone
 from arc_vllm.serving.step.engine import tools_of
 from arc_vllm.serving.metrics import CHAT
 from arc_vllm.serving.processes import REPLICA
@@ -382,7 +381,7 @@ async def complete(body: dict, session, engine, raw_request=None, **options) -> 
     if reasoning:
         message = response["choices"][0].setdefault("message", {})
         message["reasoning"] = reasoning + (message.get("reasoning") or "")
-    if appendix := compaction.appended(ask):  # the model's summary, then ARC's stubs and handle
+    if appendix := appended(ask):  # the model's summary, then ARC's stubs and handle
         message = response["choices"][0].setdefault("message", {})
         message["content"] = (message.get("content") or "") + appendix
         ask.decoded_tokens = (response.get("usage") or {}).get("completion_tokens") or 0
@@ -395,7 +394,7 @@ async def answered_alone(step: ChatStep, model: str) -> dict:
     (the step finished: committed, ``store_ms`` included)."""
     text = step.ask.text()
     arc = await step.finish({"role": "assistant", "content": text})
-    return compaction.alone(text, model, step.context.counter.count(text), arc)
+    return completion_alone(text, model, step.context.counter.count(text), arc)
 
 
 def answer_of(message: dict) -> dict:

@@ -22,8 +22,7 @@ from __future__ import annotations
 
 import json
 
-from arc_vllm.serving.compaction import ask as compaction
-from arc_vllm.serving.compaction.ask import NOTHING_CONTINUED
+from arc_vllm.serving.compaction.ask import NOTHING_CONTINUED, appended
 from arc_vllm.serving.errors import EngineError, openai_error, SessionError
 from arc_vllm.serving.step.chat import ChatStep, answer_of, answered_alone, check_body
 from arc_vllm.serving.step.stream_filter import HeldBack
@@ -186,7 +185,7 @@ async def relay(step: ChatStep, events, include_usage: bool, continuous_usage: b
             rest = held.finish()
             if rest:
                 yield {**base, "choices": [{"index": 0, "delta": rest, "finish_reason": None}]}
-            if appendix := compaction.appended(step.ask):  # the model's summary, then ARC's stubs and handle
+            if appendix := appended(step.ask):  # the model's summary, then ARC's stubs and handle
                 generation.add({"content": appendix})
                 step.ask.decoded_tokens = (generation.usage or {}).get("completion_tokens") or 0
                 yield {**base, "choices": [{"index": 0, "delta": {"content": appendix}, "finish_reason": None}]}
