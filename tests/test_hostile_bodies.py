@@ -115,6 +115,21 @@ def test_no_body_gets_a_5xx_and_a_4xx_changes_nothing(arc_server, named, api, da
     check(arc_server, path, body, {**headers, "X-ARC-Session": sid} if explicit else headers, sid)
 
 
+@pytest.mark.parametrize("stream", [False, True])
+def test_an_answer_of_no_tokens_is_vllms_400_and_stores_nothing(arc_server, named, stream):
+    """Found by the property above: ``max_tokens: 0`` was taken for "not asked", so the request
+    was archived (an implicit session opened) before the engine refused it."""
+    model, sid = named
+    for asked in ({"max_tokens": 0}, {"max_completion_tokens": 0}):
+        for explicit in (True, False):
+            path, body, headers = step("chat", None, [f"never stored {asked} {explicit}"], model, stream=stream)
+            headers = {**headers, "X-ARC-Session": sid} if explicit else headers
+            before = state(arc_server, sid)
+            status, answer, _ = call(arc_server.base, "POST", path, {**body, **asked}, headers=headers)
+            assert status == 400 and "max_tokens must be at least 1" in json.dumps(answer), answer
+            assert state(arc_server, sid) == before
+
+
 @pytest.mark.parametrize("api", ["chat", "messages", "responses"])
 @pytest.mark.parametrize("stream", [False, True])
 def test_a_model_the_server_does_not_serve_is_vllms_404_and_stores_nothing(arc_server, named, api, stream):

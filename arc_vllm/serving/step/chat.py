@@ -421,6 +421,7 @@ def preview_tokens(body: dict, session, engine) -> tuple[int, int]:
 
 def asked_tokens(body: dict) -> int | None:
     """The answer's length the client asked for: ``max_completion_tokens`` where it is set, else
-    ``max_tokens``, as vLLM's chat handler reads them (None: not asked)."""
+    ``max_tokens``, as vLLM's chat handler reads them (None: not asked; 0 stays 0, which the
+    engine's check refuses as vLLM does, before anything is stored)."""
     asked = body.get("max_completion_tokens")
-    return (asked if asked is not None else body.get("max_tokens")) or None
+    return asked if asked is not None else body.get("max_tokens")

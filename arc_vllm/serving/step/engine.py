@@ -54,8 +54,8 @@ class ChatEngine:
         from vllm.exceptions import VLLMClientError
 
         request = self.request(fields, first_new)
-        try:  # the room vLLM would grant is not known yet: the asked, or any
-            request.to_sampling_params(asked or 2 ** 20, getattr(self.serving, "default_sampling_params", None) or {})
+        try:  # the room vLLM would grant is not known yet: the asked (0 is refused here), or any
+            request.to_sampling_params(asked if asked is not None else 2 ** 20, getattr(self.serving, "default_sampling_params", None) or {})
         except (ValueError, TypeError, VLLMClientError) as error:
             raise SessionError(str(error)) from None
         return request
