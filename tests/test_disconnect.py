@@ -4,14 +4,11 @@ within seconds (vLLM's own routes do this with ``with_cancellation``; a stream's
 notices by itself), and the session keeps no answer it never sent (the request's record says
 ``unanswered``)."""
 
-import json
-import socket
 import time
-import urllib.request
 
 import pytest
 
-from tests.helpers.http_calls import call
+from tests.helpers.http_calls import call, leave_after, running
 
 pytestmark = pytest.mark.slow
 ASKED = 3_000  # tokens: tens of seconds of decoding on the tiny model here
@@ -25,28 +22,6 @@ def bodies(model: str) -> dict:
         "/v1/messages": {"model": model, "max_tokens": ASKED, "messages": [{"role": "user", "content": words}]},
         "/v1/responses": {"model": model, "input": words, "max_output_tokens": ASKED},
     }
-
-
-def running(base: str) -> float:
-    """The engine's running requests, from vLLM's own gauge."""
-    metrics = urllib.request.urlopen(base + "/metrics", timeout=10).read().decode()
-    return sum(float(line.split()[-1]) for line in metrics.splitlines()
-               if line.startswith("vllm:num_requests_running"))
-
-
-def leave_after(base: str, path: str, body: dict, headers: dict, seconds: float) -> None:
-    """POST ``body``, then close the connection after ``seconds`` without reading the answer."""
-    host, port = base.removeprefix("http://").split(":")
-    data = json.dumps(body).encode()
-    head = "".join(f"{name}: {value}\r\n" for name, value in headers.items())
-    with socket.create_connection((host, int(port))) as connection:
-        connection.sendall(f"POST {path} HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\n"
-                           f"Content-Length: {len(data)}\r\n{head}Connection: close\r\n\r\n".encode() + data)
-        deadline = time.monotonic() + seconds
-        while running(base) == 0 and time.monotonic() < deadline:  # the engine has begun
-            time.sleep(0.1)
-        assert running(base) >= 1
-        time.sleep(max(0.0, deadline - time.monotonic()))
 
 
 @pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])

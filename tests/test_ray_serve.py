@@ -11,6 +11,7 @@ import json
 import os
 import signal
 import threading
+import time
 
 import pytest
 from openai import APIStatusError, OpenAI
@@ -19,7 +20,7 @@ from arc_vllm.model_prep import prepare_tiny
 from arc_vllm.serving.local import RedisServer, Server
 from tests.helpers.agent_steps import APIS, drop_after, step
 from tests.helpers.api_calls import call, log
-from tests.helpers.http_calls import stream_events
+from tests.helpers.http_calls import leave_after, stream_events
 from tests.helpers.processes import processes_titled
 
 pytestmark = pytest.mark.slow
@@ -66,6 +67,24 @@ def test_a_streamed_answer_streams_through_the_front(cluster):
     assert events[-1][1] == "[DONE]" and len(events) >= 32
     assert events[0][0] < 0.5 * events[-2][0]  # the first event long before the last
     assert events[-2][1]["arc"]["session"] == sid and events[-2][1]["arc"]["replica"]
+
+
+def test_a_client_that_leaves_stops_its_request_through_the_front(cluster):
+    """A client gone before its whole answer cancels the replica's request too: the front
+    closes its call to the replica, whose ARC route cancels the engine's request, so the
+    session's record says no answer went out (a request left running would end answered)."""
+    client = OpenAI(base_url=cluster.base + "/v1", api_key="key-a", max_retries=0)
+    model = client.models.list().data[0].id
+    sid = client.post("/arc/sessions", body={}, cast_to=object)["id"]
+    leave_after(cluster.base, "/v1/chat/completions", {
+        "model": model, "max_tokens": 3000, "ignore_eos": True,
+        "messages": [{"role": "user", "content": "Count to a thousand."}]}, {**KEY_A, "X-ARC-Session": sid},
+        seconds=3.0, watched=False)
+    left, records = time.monotonic(), []
+    while not records and time.monotonic() - left < 120:
+        time.sleep(0.5)
+        _, records, _ = call(cluster.base, "GET", f"/v1/arc/sessions/{sid}/requests", headers=KEY_A)
+    assert len(records) == 1 and records[0]["unanswered"] is True, records
 
 
 def test_the_agent_apis_route_by_session_through_the_front(cluster):

@@ -81,6 +81,33 @@ def response_format_of(text) -> dict | None:
     return None
 
 
+def chat_of(request, messages: list[dict], handler) -> dict:
+    """The chat body of a Responses request: its messages, tools and tool choice as vLLM's
+    Responses handler would render them, the sampling fields both APIs share, its output
+    limit, text format and reasoning effort."""
+    from vllm.entrypoints.openai.responses.utils import construct_tool_dicts
+
+    chat = {"model": request.model, "messages": messages, "stream": bool(request.stream)}
+    tools = construct_tool_dicts(request.tools, request.tool_choice,
+                                 exclude_tools_when_tool_choice_none=getattr(
+                                     handler.online_renderer, "exclude_tools_when_tool_choice_none", False))
+    if tools:
+        chat["tools"] = tools
+        if (choice := tool_choice_of(request.tool_choice)) is not None:
+            chat["tool_choice"] = choice
+    chat.update({name: getattr(request, name) for name in SHARED_FIELDS
+                 if name in request.model_fields_set and getattr(request, name) is not None})
+    if request.max_output_tokens is not None:
+        chat["max_tokens"] = request.max_output_tokens
+    if (form := response_format_of(request.text)) is not None:
+        chat["response_format"] = form
+    if request.reasoning is not None and getattr(request.reasoning, "effort", None):
+        chat["reasoning_effort"] = request.reasoning.effort
+    if chat["stream"]:
+        chat["stream_options"] = {"include_usage": True}
+    return chat
+
+
 class ResponsesAPI(ConversationAPI):
     name = RESPONSES
     paths = ("/v1/responses",)
@@ -105,9 +132,6 @@ class ResponsesAPI(ConversationAPI):
 
     async def translate(self, body: dict, app, caller: str = "", size: int = 0) -> Translation:
         from vllm.entrypoints.openai.responses.protocol import ResponsesRequest
-        from vllm.entrypoints.openai.responses.utils import (construct_chat_messages_with_tool_call,
-                                                             construct_input_messages, construct_tool_dicts)
-        from vllm.exceptions import VLLMValidationError
 
         handler = handler_of(app)
         original_input = body.get("input")
@@ -124,51 +148,44 @@ class ResponsesAPI(ConversationAPI):
         if request.background:
             raise SessionError("background: ARC sessions answer in the request (background: false)")
         session, extra = None, {"created": int(time.time())}
-        try:
-            if request.previous_response_id is not None:
-                ours = ARC_RESPONSE.match(request.previous_response_id)
-                if ours is None:
-                    raise Declined("a response ARC did not give")
-                session, extra["after"] = ours.group(1), int(ours.group(2))
-                messages = []  # ``bind``: the session's last answer, then what follows it
-                construct_chat_messages_with_tool_call(input_items(request.input))  # refused here if bad
-            elif handle is not None:  # the session holds everything before the item, its F too
-                messages = construct_chat_messages_with_tool_call(input_items(request.input))
-            elif whole:  # as construct_input_messages: the instructions, then the items
-                messages = converted + [dict(message) for message in
-                                        construct_chat_messages_with_tool_call(input_items(request.input))]
-                self.translated.keep(caller, items, messages, size)
-                messages = ([{"role": "system", "content": request.instructions}] if request.instructions else []) + messages
-            else:
-                messages = construct_input_messages(request_instructions=request.instructions,
-                                                    request_input=request.input)
-        except VLLMValidationError as error:
-            raise SessionError(f"input: {error}") from None
-        chat = {"model": request.model, "messages": [dict(message) for message in messages] if not whole else messages,
-                "stream": bool(request.stream)}
-        tools = construct_tool_dicts(request.tools, request.tool_choice,
-                                     exclude_tools_when_tool_choice_none=getattr(
-                                         handler.online_renderer, "exclude_tools_when_tool_choice_none", False))
-        if tools:
-            chat["tools"] = tools
-            if (choice := tool_choice_of(request.tool_choice)) is not None:
-                chat["tool_choice"] = choice
-        chat.update({name: getattr(request, name) for name in SHARED_FIELDS
-                     if name in request.model_fields_set and getattr(request, name) is not None})
-        if request.max_output_tokens is not None:
-            chat["max_tokens"] = request.max_output_tokens
-        if (form := response_format_of(request.text)) is not None:
-            chat["response_format"] = form
-        if request.reasoning is not None and getattr(request.reasoning, "effort", None):
-            chat["reasoning_effort"] = request.reasoning.effort
-        if chat["stream"]:
-            chat["stream_options"] = {"include_usage": True}
+        if request.previous_response_id is not None:
+            ours = ARC_RESPONSE.match(request.previous_response_id)
+            if ours is None:
+                raise Declined("a response ARC did not give")
+            session, extra["after"] = ours.group(1), int(ours.group(2))
+        messages = self.messages_of(request, handle, converted if whole else None, caller, items, size)
+        chat = chat_of(request, messages, handler)
         if "after" not in extra and handle is None:  # else checked once ``bind`` has them
             check_results(chat["messages"], "function_call_output", "call_id")
         extra["input"] = original_input
         translation = Translation(chat, request, session, extra, handle=handle)
         translation.ask = ask_of(translation, app, caller, trigger, entry, self.compacts)
         return translation
+
+    def messages_of(self, request, handle, converted: list | None, caller: str, items, size: int) -> list[dict]:
+        """The chat messages of a Responses request: none of its own for one continuing a
+        previous response (``bind`` adds them), its items for one carrying a compaction item (the
+        session holds everything before it), else its instructions then its items; ``converted``:
+        a whole input resent, whose first items a kept conversation already converted."""
+        from vllm.entrypoints.openai.responses.utils import (construct_chat_messages_with_tool_call,
+                                                             construct_input_messages)
+        from vllm.exceptions import VLLMValidationError
+
+        try:
+            if request.previous_response_id is not None:
+                construct_chat_messages_with_tool_call(input_items(request.input))  # refused here if bad
+                return []  # ``bind``: the session's last answer, then what follows it
+            if handle is not None:
+                return [dict(message) for message in construct_chat_messages_with_tool_call(input_items(request.input))]
+            if converted is not None:  # as construct_input_messages: the instructions, then the items
+                messages = converted + [dict(message) for message in
+                                        construct_chat_messages_with_tool_call(input_items(request.input))]
+                self.translated.keep(caller, items, messages, size)
+                return ([{"role": "system", "content": request.instructions}] if request.instructions else []) + messages
+            return [dict(message) for message in construct_input_messages(request_instructions=request.instructions,
+                                                                           request_input=request.input)]
+        except VLLMValidationError as error:
+            raise SessionError(f"input: {error}") from None
 
     def bind(self, translation: Translation, session) -> None:
         request = translation.request

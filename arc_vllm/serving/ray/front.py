@@ -77,7 +77,8 @@ def front_app(replicas, routing: str):
     from starlette.requests import Request
     from starlette.responses import JSONResponse, StreamingResponse
 
-    from arc_vllm.serving.errors import openai_error
+    from arc_vllm.serving.api_route import cancelled_on_disconnect
+    from arc_vllm.serving.errors import ClientGone, openai_error
 
     client = httpx.AsyncClient(timeout=None, limits=httpx.Limits(max_connections=None,
                                                                  max_keepalive_connections=512))
@@ -110,17 +111,21 @@ def front_app(replicas, routing: str):
         try:
             try:
                 url = await engine_for(sid)
-                answer = await forward(url)
+                # A client that leaves before the replica's headers (a whole answer's wait)
+                # closes the front's call to it, so the replica cancels the request in turn.
+                answer = await cancelled_on_disconnect(forward(url), receive)
             except httpx.ConnectError:  # that engine is gone and nothing was sent: ask Ray again
                 chosen.pop(sid, None)
                 url = await engine_for(sid, fresh=True)
-                answer = await forward(url)
+                answer = await cancelled_on_disconnect(forward(url), receive)
             served = answer.headers.get("x-arc-session")
             if routing == "affinity" and served and served != sid:
                 # The session an implicit request was served in is where the requests that
                 # name it go too (a previous_response_id, an explicit X-ARC-Session): one
                 # replica, one KV cache, whichever key a request of the conversation carries.
                 chosen[served] = url
+        except ClientGone:
+            return  # nobody to answer
         except (httpx.TransportError, RayError) as error:  # the replica was lost under it
             chosen.pop(sid, None)
             response = JSONResponse(openai_error(
