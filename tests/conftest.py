@@ -102,13 +102,62 @@ def shared_server(kind: str, doc: str):
 
     @pytest.fixture(scope="session", name=f"{kind}_server")
     def server():
-        from tests.helpers.servers import _started, shared
+        from tests.helpers.servers import shared, stop
 
         yield shared(kind)
-        _started.pop(kind).stop()
+        stop(kind)
 
     server.__doc__ = doc
     return server
+
+
+# Shared servers start a few tests ahead of their first user and stop after their last: a
+# start-up (tens of seconds of CPU, most of it importing vLLM) overlaps the tests before it, and
+# the run holds only the servers in use (each is about 3 GB: the API process and the engine).
+LOOKAHEAD = 6  # tests
+
+
+def kinds_of(item) -> set[str]:
+    """The shared server kinds a collected test uses (its fixtures, those of its fixtures too)."""
+    from tests.helpers.servers import KINDS
+
+    return {kind for kind in KINDS if f"{kind}_server" in getattr(item, "fixturenames", ())}
+
+
+class ServerPlan:
+    """Which shared servers each test of the run uses, in the run's order (after -k and -m)."""
+
+    def __init__(self, items):
+        self.index = {item: at for at, item in enumerate(items)}
+        self.kinds = [kinds_of(item) for item in items]
+        self.last = {kind: at for at, kinds in enumerate(self.kinds) for kind in kinds}
+
+    @classmethod
+    def of(cls, session) -> "ServerPlan":
+        if getattr(session, "arc_server_plan", None) is None:
+            session.arc_server_plan = cls(session.items)
+        return session.arc_server_plan
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item):
+    from tests.helpers.servers import launch
+
+    plan = ServerPlan.of(item.session)
+    at = plan.index.get(item)
+    for kinds in plan.kinds[at:at + LOOKAHEAD] if at is not None else ():
+        for kind in kinds:
+            launch(kind)
+
+
+def pytest_runtest_teardown(item, nextitem):
+    from tests.helpers.servers import stop
+
+    plan = ServerPlan.of(item.session)
+    at = plan.index.get(item)
+    for kind in plan.kinds[at] if at is not None else ():
+        if plan.last[kind] == at:
+            stop(kind)
 
 
 arc_server = shared_server("arc", "ARC on the tiny model (4,096 tokens, --arc-ui), shared by every test module that asks for it.")
@@ -120,6 +169,8 @@ plain_server = shared_server("plain", "Plain vLLM (no --arc) on the tiny model w
 reasoning_server = shared_server("reasoning", "ARC on the tiny Qwen3-format model: Qwen3's tokenizer and template, "
                                  "``--reasoning-parser qwen3``, ``--tool-call-parser hermes``, 32,768 tokens; outputs "
                                  "forced with ``vllm_xargs.arc_test_forced``.")
+smol_server = shared_server("smol", "ARC on the embedded model (SmolLM2, float32, 16,384 tokens): the real clients' "
+                            "server, and any test that needs a model that answers.")
 r1_server = shared_server("r1", "ARC on the tiny DeepSeek-R1-format model: R1's tokenizer and template (from its GGUF "
                           "header), ``--reasoning-parser deepseek_r1``, ``--tool-call-parser hermes``, 32,768 tokens.")
 

@@ -1,11 +1,13 @@
 """Real agent clients, unmodified, through `arc-vllm serve` on the embedded model: the PyPI
 packages mini-swe-agent (its default text-based config, commands in its bubblewrap sandbox
 without network), openai-agents (a function tool; on chat completions and on its default
-Responses model) and the OpenAI client with native tool calls. Each runs at 4k, 8k and 16k windows (sessions of one 16k server, run concurrently so
-the engine batches them) and must get no error from ARC, whatever the small model says.
+Responses model) and the OpenAI client with native tool calls. Each runs at a 4k window, where
+ARC compacts, and a 16k one, where the conversation fits (sessions of the shared 16k server,
+``smol_server``, run concurrently so the engine batches them), and must get no error from ARC,
+whatever the small model says.
 
 SmolLM2's positions end at 8,192; the 16k server is allowed past that (the prompts here stay
-far below it) so one engine serves the three windows. float32 prefills faster on this CPU.
+far below it) so one engine serves both windows. float32 prefills faster on this CPU.
 """
 
 import asyncio
@@ -16,23 +18,11 @@ from pathlib import Path
 
 import pytest
 
-from arc_vllm.model_prep import default_model_dir
-from arc_vllm.serving.local import Server
 
 pytestmark = pytest.mark.slow
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
-WINDOWS = (4096, 8192, 16384)
-
-
-@pytest.fixture(scope="module")
-def smol_server(tmp_path_factory):
-    server = Server(str(default_model_dir(require=True)),
-                    tmp_path_factory.mktemp("clients") / "server.log", "--dtype", "float32",
-                    max_model_len=16384, env={"VLLM_ALLOW_LONG_MAX_MODEL_LEN": "1",
-                                                      "VLLM_CPU_KVCACHE_SPACE": "4"}).wait()
-    yield server
-    server.stop()
+WINDOWS = (4096, 16384)  # a window ARC compacts in, and one the conversation fits
 
 
 def each_window(run):

@@ -13,7 +13,7 @@ import urllib.request
 import pytest
 from openai import BadRequestError, NotFoundError, OpenAI
 
-from arc_vllm.model_prep import default_model_dir, prepare_tiny
+from arc_vllm.model_prep import prepare_tiny
 from arc_vllm.serving.local import Server
 from tests.helpers.conversations import TOOLS, tool_turn, visible_id
 from tests.helpers.http_calls import call, stream_events, streamed_text
@@ -356,39 +356,37 @@ def test_ids_that_name_no_session_get_404_without_a_store(arc_server):
     ids_that_name_no_session(arc_server, session["id"])
 
 
-def test_in_server_recall_loop_with_the_embedded_model(tmp_path, smol):
+def test_in_server_recall_loop_with_the_embedded_model(smol_server, smol):
     """Structured outputs make SmolLM2 emit a recall of a known id; the server serves it and
-    generates again: the next view the engine saw holds the exact stored text."""
-    server = Server(str(default_model_dir(require=True)), tmp_path / "smol.log").wait()
-    try:
-        client, model = client_for(server)
-        _, session = call(server.base, "POST", "/v1/arc/sessions")
-        # One recall chunk long; the needle in the middle, where no preview shows it.
-        rows = [f"row {n}: value {n * n}\n" for n in range(40)]
-        secret = "".join(rows[:20]) + "NEEDLE=KQXWVTRB\n" + "".join(rows[20:])
-        turn, signature = tool_turn(1, secret)
-        messages = [{"role": "user", "content": "Find the needle in log1.txt."}] + turn
-        # More reading, so the first log is summarised and cited: logs that each fit H, so turns
-        # leave it (a log over H's cap would be cited in place, and the first one kept).
-        for index in range(2, 10):
-            more, _ = tool_turn(index, f"noise {index}\n" * 150)
-            messages += more
-        id = visible_id(signature, secret)
-        response = client.chat.completions.create(
-            model=model, messages=messages, max_tokens=16,
-            extra_body={"vllm_xargs": {"arc_session": session["id"], "arc_debug": 1},
-                        "structured_outputs": {"choice": [f"_recall §{id}"]}})
-        arc = response.model_extra["arc"]
-        views = arc["views"]
-        first = "\n".join(message["content"] for message in views[0])
-        assert "NEEDLE=KQXWVTRB" not in first and f"§{id}" in first
-        assert arc["commands_served"] == 2 and arc["recalls"] == 2 and arc["engine_calls"] == 3
-        later = "\n".join(message["content"] for message in views[1])
-        assert secret in later  # the exact stored text, in the prompt of the continuation
-        assert all(smol.count_messages(view) <= arc["budget_tokens"] for view in views)
-        assert response.choices[0].message.content == f"_recall §{id}"  # r reached: returned
-    finally:
-        server.stop()
+    generates again: the next view the engine saw holds the exact stored text (a session of
+    4,096 tokens on the shared 16k server)."""
+    server = smol_server
+    client, model = client_for(server)
+    _, session = call(server.base, "POST", "/v1/arc/sessions", {"budgets": {"context_window": 4096}})
+    # One recall chunk long; the needle in the middle, where no preview shows it.
+    rows = [f"row {n}: value {n * n}\n" for n in range(40)]
+    secret = "".join(rows[:20]) + "NEEDLE=KQXWVTRB\n" + "".join(rows[20:])
+    turn, signature = tool_turn(1, secret)
+    messages = [{"role": "user", "content": "Find the needle in log1.txt."}] + turn
+    # More reading, so the first log is summarised and cited: logs that each fit H, so turns
+    # leave it (a log over H's cap would be cited in place, and the first one kept).
+    for index in range(2, 10):
+        more, _ = tool_turn(index, f"noise {index}\n" * 150)
+        messages += more
+    id = visible_id(signature, secret)
+    response = client.chat.completions.create(
+        model=model, messages=messages, max_tokens=16,
+        extra_body={"vllm_xargs": {"arc_session": session["id"], "arc_debug": 1},
+                    "structured_outputs": {"choice": [f"_recall §{id}"]}})
+    arc = response.model_extra["arc"]
+    views = arc["views"]
+    first = "\n".join(message["content"] for message in views[0])
+    assert "NEEDLE=KQXWVTRB" not in first and f"§{id}" in first
+    assert arc["commands_served"] == 2 and arc["recalls"] == 2 and arc["engine_calls"] == 3
+    later = "\n".join(message["content"] for message in views[1])
+    assert secret in later  # the exact stored text, in the prompt of the continuation
+    assert all(smol.count_messages(view) <= arc["budget_tokens"] for view in views)
+    assert response.choices[0].message.content == f"_recall §{id}"  # r reached: returned
 
 
 def test_openai_backend_drives_an_episode_through_the_server(arc_server, smol):

@@ -8,6 +8,10 @@ with the ``hermes`` tool parser and a 32k window, whose outputs a test forces to
 
     from tests.helpers.servers import shared
     server = shared("arc")        # or "plain", "reasoning", "r1"; stopped when the pytest session ends
+
+A test run starts each kind a few tests before the first that needs it (``launch``: its
+start-up, tens of seconds, overlaps those tests) and stops it after the last (``stop``), so
+the run holds only the servers in use (``tests/conftest.py``).
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ import tempfile
 from pathlib import Path
 
 from arc_vllm import reasoning_model
-from arc_vllm.model_prep import TOOLS_TEMPLATE, prepare_tiny
+from arc_vllm.model_prep import TOOLS_TEMPLATE, default_model_dir, prepare_tiny
 from arc_vllm.serving.local import Server
 
 REPO = Path(__file__).resolve().parents[2]
@@ -39,16 +43,22 @@ KINDS = {
                              *SHORT_ANSWERS),
                       vllm_entry=False, model=lambda: reasoning_model.prepare("qwen3"), max_model_len=32768,
                       env={"PYTHONPATH": str(REPO)}),
+    # The embedded model (SmolLM2) for the real clients and the tests that need a model that
+    # answers: float32, a 16k window (sessions may ask for a smaller one).
+    "smol": dict(extra=("--dtype", "float32"), vllm_entry=False, model=lambda: default_model_dir(require=True),
+                 max_model_len=16384, env={"VLLM_ALLOW_LONG_MAX_MODEL_LEN": "1", "VLLM_CPU_KVCACHE_SPACE": "4"}),
     "r1": dict(extra=("--reasoning-parser", "deepseek_r1", "--enable-auto-tool-choice", "--tool-call-parser", "hermes",
                       *SHORT_ANSWERS),
                vllm_entry=False, model=lambda: reasoning_model.prepare("r1"), max_model_len=32768,
                env={"PYTHONPATH": str(REPO)}),
 }
 _started: dict[str, Server] = {}
+_ready: set[str] = set()
 
 
-def shared(kind: str) -> Server:
-    """The ``kind`` server (the tiny model's: 4,096 tokens), started on first use."""
+def launch(kind: str) -> None:
+    """Start the ``kind`` server without waiting for it (``shared`` waits): a test run starts
+    the servers its next tests need while the current ones run (``tests/conftest.py``)."""
     if kind not in _started:
         spec = KINDS[kind]
         folder = Path(tempfile.mkdtemp(prefix=f"arc-{kind}-"))
@@ -56,14 +66,29 @@ def shared(kind: str) -> Server:
         model = spec.get("model", prepare_tiny)()
         _started[kind] = Server(str(model), folder / "server.log", *extra, vllm_entry=spec["vllm_entry"],
                                 max_model_len=spec.get("max_model_len", 4096),
-                                env={**STORE, **spec.get("env", {})}).wait()
+                                env={**STORE, **spec.get("env", {})})
+
+
+def shared(kind: str) -> Server:
+    """The ``kind`` server (the tiny model's: 4,096 tokens), started on first use, healthy."""
+    launch(kind)
+    if kind not in _ready:
+        _started[kind].wait()
+        _ready.add(kind)
     return _started[kind]
 
 
-def stop_all() -> None:
-    for server in _started.values():
+def stop(kind: str) -> None:
+    """Stop the ``kind`` server, if it runs (once its last test is done, or at the end)."""
+    _ready.discard(kind)
+    server = _started.pop(kind, None)
+    if server is not None:
         server.stop()
-    _started.clear()
+
+
+def stop_all() -> None:
+    for kind in list(_started):
+        stop(kind)
 
 
 atexit.register(stop_all)  # also when pytest is interrupted

@@ -66,88 +66,104 @@ def session_of(path: str, headers, body: bytes) -> str | None:
     return routing_key(api_of_path().get("/" + "/".join(parts)), dict(headers), data)
 
 
-def front_app(replicas, routing: str):
+class Front:
     """The HTTP front (ASGI): every route of ``arc-vllm serve``. Ray's router picks the replica
     of a request's session (with affinity once per session, the choice then remembered; with
     round-robin on every request), and the request goes to that replica's engine over HTTP,
     streamed back as the engine sends it (a streamed chat answer arrives event by event)."""
-    import httpx
-    from cachetools import LRUCache
-    from ray.exceptions import RayError
-    from starlette.requests import Request
-    from starlette.responses import JSONResponse, StreamingResponse
 
-    from arc_vllm.serving.api_route import cancelled_on_disconnect
-    from arc_vllm.serving.errors import ClientGone, openai_error
+    def __init__(self, replicas, routing: str):
+        import httpx
+        from cachetools import LRUCache
 
-    client = httpx.AsyncClient(timeout=None, limits=httpx.Limits(max_connections=None,
-                                                                 max_keepalive_connections=512))
-    # Session -> its engine's URL, as Ray's router chose it. Dropped when that engine cannot
-    # be reached, so the next request asks Ray again (its replacement, or another replica).
-    chosen: LRUCache = LRUCache(maxsize=65536)
+        self.replicas, self.routing = replicas, routing
+        self.client = httpx.AsyncClient(timeout=None, limits=httpx.Limits(max_connections=None,
+                                                                          max_keepalive_connections=512))
+        # Session -> its engine's URL, as Ray's router chose it. Dropped when that engine cannot
+        # be reached, so the next request asks Ray again (its replacement, or another replica).
+        self.chosen: LRUCache = LRUCache(maxsize=65536)
 
-    async def engine_for(sid: str | None, fresh: bool = False) -> str:
-        if routing == "affinity" and not fresh and sid in chosen:
-            return chosen[sid]
-        handle = replicas.options(session_id=sid) if sid and routing == "affinity" else replicas
+    async def engine_for(self, sid: str | None, fresh: bool = False) -> str:
+        """The URL of the engine serving ``sid`` (asked of Ray, or as remembered)."""
+        affinity = self.routing == "affinity"
+        if affinity and not fresh and sid in self.chosen:
+            return self.chosen[sid]
+        handle = self.replicas.options(session_id=sid) if sid and affinity else self.replicas
         _, url = await handle.address.remote()
-        if routing == "affinity":
-            chosen[sid] = url
+        if affinity:
+            self.chosen[sid] = url
         return url
 
-    async def app(scope, receive, send):
+    async def forward(self, request, body: bytes, sid: str | None, receive):
+        """The replica's answer (its headers; the body still to stream), asked again of Ray once
+        where the engine it had is gone. A client that leaves before the replica's headers (a
+        whole answer's wait) closes the call, so the replica cancels the request in turn."""
+        import httpx
+
+        from arc_vllm.serving.api_route import cancelled_on_disconnect
+
+        headers = {key: value for key, value in request.headers.items() if key not in HOP_HEADERS}
+
+        async def send(url: str):
+            return url, await self.client.send(self.client.build_request(
+                request.method, url + request.url.path, params=request.url.query, headers=headers,
+                content=body), stream=True)
+
+        try:
+            return await cancelled_on_disconnect(send(await self.engine_for(sid)), receive)
+        except httpx.ConnectError:  # that engine is gone and nothing was sent: ask Ray again
+            self.chosen.pop(sid, None)
+            return await cancelled_on_disconnect(send(await self.engine_for(sid, fresh=True)), receive)
+
+    def relayed(self, answer, sid: str | None):
+        """The replica's answer, streamed to the client as it comes."""
+        import httpx
+        from starlette.responses import StreamingResponse
+
+        async def pieces():
+            try:
+                async for piece in answer.aiter_raw():
+                    yield piece
+            except httpx.TransportError:  # lost mid-answer: the status is sent, the stream ends
+                self.chosen.pop(sid, None)
+            finally:
+                await answer.aclose()
+
+        return StreamingResponse(pieces(), answer.status_code, media_type=answer.headers.get("content-type"),
+                                 headers={key: value for key, value in answer.headers.items()
+                                          if key == "x-arc-session"})
+
+    async def __call__(self, scope, receive, send):
+        import httpx
+        from ray.exceptions import RayError
+        from starlette.requests import Request
+        from starlette.responses import JSONResponse
+
+        from arc_vllm.serving.errors import ClientGone, openai_error
+
         if scope["type"] != "http":
             return
         request = Request(scope, receive)
         body = await request.body()
         sid = session_of(request.url.path, request.headers, body)
-        headers = {key: value for key, value in request.headers.items() if key not in HOP_HEADERS}
-
-        async def forward(url: str) -> httpx.Response:
-            return await client.send(client.build_request(
-                request.method, url + request.url.path, params=request.url.query,
-                headers=headers, content=body), stream=True)
-
         try:
-            try:
-                url = await engine_for(sid)
-                # A client that leaves before the replica's headers (a whole answer's wait)
-                # closes the front's call to it, so the replica cancels the request in turn.
-                answer = await cancelled_on_disconnect(forward(url), receive)
-            except httpx.ConnectError:  # that engine is gone and nothing was sent: ask Ray again
-                chosen.pop(sid, None)
-                url = await engine_for(sid, fresh=True)
-                answer = await cancelled_on_disconnect(forward(url), receive)
-            served = answer.headers.get("x-arc-session")
-            if routing == "affinity" and served and served != sid:
-                # The session an implicit request was served in is where the requests that
-                # name it go too (a previous_response_id, an explicit X-ARC-Session): one
-                # replica, one KV cache, whichever key a request of the conversation carries.
-                chosen[served] = url
+            url, answer = await self.forward(request, body, sid, receive)
         except ClientGone:
             return  # nobody to answer
         except (httpx.TransportError, RayError) as error:  # the replica was lost under it
-            chosen.pop(sid, None)
+            self.chosen.pop(sid, None)
             response = JSONResponse(openai_error(
                 f"the engine replica serving this request was lost ({type(error).__name__}); "
                 "retry it: the session continues on another replica", 503, "replica_lost"), 503)
         else:
-            async def pieces():
-                try:
-                    async for piece in answer.aiter_raw():
-                        yield piece
-                except httpx.TransportError:  # lost mid-answer: the status is sent, the stream ends
-                    chosen.pop(sid, None)
-                finally:
-                    await answer.aclose()
-
-            response = StreamingResponse(
-                pieces(), answer.status_code, media_type=answer.headers.get("content-type"),
-                headers={key: value for key, value in answer.headers.items()
-                         if key == "x-arc-session"})
+            served = answer.headers.get("x-arc-session")
+            if self.routing == "affinity" and served and served != sid:
+                # The session an implicit request was served in is where the requests that
+                # name it go too (a previous_response_id, an explicit X-ARC-Session): one
+                # replica, one KV cache, whichever key a request of the conversation carries.
+                self.chosen[served] = url
+            response = self.relayed(answer, sid)
         await response(scope, receive, send)
-
-    return app
 
 
 def deploy(serve_arguments: list[str], replicas: int, routing: str, log_dir: str):
@@ -193,7 +209,7 @@ def inner_main(argv: list[str]) -> int:
     start(args.ray_address)
     try:
         replicas = deploy(serve_arguments, args.ray_replicas, args.ray_routing, args.log_dir)
-        app = front_app(replicas, args.ray_routing)
+        app = Front(replicas, args.ray_routing)
         if args.fd is not None:
             import socket
 
