@@ -122,28 +122,28 @@ def test_the_agent_apis_route_by_session_through_the_front(cluster):
 
 @pytest.mark.parametrize("api", APIS)
 def test_callers_and_one_conversation_per_session_through_the_front(cluster, api):
-    """Behind the front, as on one server: 20 requests of one conversation at once (half
+    """Behind the front, as on one server: 10 requests of one conversation at once (half
     streamed) make one session, on one replica, with every observation once, and so do steps
     sent the moment the last one's stream was dropped; another key
     reaches it by no name (header, vllm_xargs, previous_response_id) and reads nothing of it;
     the operator's key lists it."""
     base = cluster.base
     model = call(base, "GET", "/v1/models", headers=KEY_A)[1]["data"][0]["id"]
-    client_id, observations, answers = f"ray-burst-{api}", [log(index, lines=4) for index in range(20)], []
+    client_id, observations, answers = f"ray-burst-{api}", [log(index, lines=4) for index in range(10)], []
 
     def send(count):
         path, body, headers = step(api, client_id, observations[:count], model, stream=count % 2 == 0)
         answers.append(call(base, "POST", path, body, {**KEY_A, **headers})[:2])
 
-    threads = [threading.Thread(target=send, args=(count,)) for count in range(1, 21)]
+    threads = [threading.Thread(target=send, args=(count,)) for count in range(1, 11)]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join()
-    assert [status for status, _ in answers] == [200] * 20
+    assert [status for status, _ in answers] == [200] * 10
     listed = call(base, "GET", "/v1/arc/sessions", headers={"Authorization": "Bearer ops"})[1]["sessions"]
     [session] = [row for row in listed if row.get("client_id") == client_id]
-    assert session["observations"] == 20
+    assert session["observations"] == 10
     replicas = {answer["arc"]["replica"] for _, answer in answers if isinstance(answer, dict) and "arc" in answer}
     assert len(replicas) <= 1  # the non-streamed answers say which: one
     sid, other = session["id"], {"Authorization": "Bearer key-b"}
