@@ -6,7 +6,9 @@ and memory capacity, on the device the engine runs on (CPU here, a GPU when ther
 Copy bandwidth counts a read and a write of every byte of a buffer far larger than any cache
 (``dst.copy_(src)``: 2 x size bytes), best of several runs. Matmul throughput is a square
 matmul in the dtype the model runs in (bf16 by default: on a CPU without bf16 units that is
-slower than fp32, and it is what the engine pays), 2 n^3 FLOPs, best of several runs. The
+slower than fp32, and it is what the engine pays), 2 n^3 FLOPs, best of several runs, n
+growing to 2,048 while a product stays quick (a bf16 product on an AVX2-only CPU runs at under
+1 GFLOP/s: minutes at 2,048). The
 best run is the peak the roofline assumes; the engine's own steps are compared against it.
 Beside them, for reading the comparison: the weight bandwidth one token through a bf16
 ``F.linear`` reaches (what decode kernels can attain, as opposed to a plain copy).
@@ -57,14 +59,27 @@ def copy_bytes_per_s(device: str = "cpu", size_bytes: int = 512 << 20, repeats: 
     return 2 * source.numel() * 4 / seconds
 
 
+# The smallest square matmul timed, and the time one product may take before the matrix stops
+# growing toward ``size``: a CPU without bf16 units multiplies bf16 at well under 1 GFLOP/s (a
+# 2,048 product took 168 s on an AVX2-only class), a rate a 256-512 product already shows.
+FIRST_MATMUL_SIZE = 256
+MATMUL_SECONDS = 0.1
+
+
 def flops_per_s(device: str = "cpu", size: int = 2048, dtype: str = "bfloat16",
                 repeats: int = 3) -> float:
+    """Peak matmul FLOPs per second: square products from ``FIRST_MATMUL_SIZE`` up, doubling
+    to ``size`` while one takes under ``MATMUL_SECONDS`` (best of ``repeats`` at each size)."""
     import torch
 
-    left = torch.randn(size, size, device=device).to(getattr(torch, dtype))
-    right = torch.randn(size, size, device=device).to(getattr(torch, dtype))
-    seconds = best_seconds(lambda: torch.matmul(left, right), device, repeats)
-    return 2 * size ** 3 / seconds
+    n = min(FIRST_MATMUL_SIZE, size)
+    while True:
+        left = torch.randn(n, n, device=device).to(getattr(torch, dtype))
+        right = torch.randn(n, n, device=device).to(getattr(torch, dtype))
+        seconds = best_seconds(lambda: torch.matmul(left, right), device, repeats)
+        if n >= size or seconds > MATMUL_SECONDS:
+            return 2 * n ** 3 / seconds
+        n = min(2 * n, size)
 
 
 def linear_bytes_per_s(device: str = "cpu", size: int = 8192, dtype: str = "bfloat16",
