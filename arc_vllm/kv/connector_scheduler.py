@@ -118,6 +118,8 @@ class ArcKVScheduler:
             tracked.request, tracked.taken_tokens, tracked.allocated = request, num_external_tokens, True
 
     def build_connector_meta(self, scheduler_output, block_ids_of) -> ArcKVMetadata:
+        """This step's work for the workers: the claims of requests just scheduled to load, the
+        prompts complete after it to save, the sessions the host budget drops."""
         meta = ArcKVMetadata()
         # New requests, and preempted ones resumed (they were claimed for again).
         scheduled = {new.req_id: new.num_computed_tokens for new in scheduler_output.scheduled_new_reqs}
@@ -125,64 +127,67 @@ class ArcKVScheduler:
         scheduled.update(zip(cached.req_ids, cached.num_computed_tokens))
         for request_id, computed in scheduled.items():
             tracked = self.tracked.get(request_id)
-            if tracked is None or not tracked.allocated:
-                continue
-            request, taken_tokens, session = tracked.request, tracked.taken_tokens, tracked.session
-            tracked.allocated, tracked.scheduled = False, True
-            hit = computed - taken_tokens
-            if hit < 0:  # vLLM changed what it scheduled after the allocation: claim nothing
-                logger.error("request %s: %d tokens computed, %d taken from the plan; no claim",
-                             request_id, computed, taken_tokens)
-                hit, taken_tokens = computed, 0
-            # The view is saved; a warm-up stage (``save`` false) keeps only its tail.
-            tracked.prompt, tracked.is_view = list(request.prompt_token_ids or []), ArcExtraArgs.of_request(request).save
-            claim = self.plan(request, hit).taken(taken_tokens)
-            if session not in self.views:  # the view starts at its first request's hit
-                self.views[session] = ViewInProgress(hit)
-            if claim.tail:  # the last stage's partial block, in place (computed, not reused)
-                meta.loads.append(Load(session, block_ids_of(request_id), [(hit, hit, claim.tail)], STAGE))
-            if claim.pieces:
-                meta.loads.append(Load(session, block_ids_of(request_id), claim.pieces))
-                self.views[session].pieces.extend(claim.pieces)
-                supplied = claimed_tokens(claim.pieces)
-                tracked.supplied += supplied
-                self.num_supplied_tokens += supplied
-                self._unreported += supplied
-                self.saved.move_to_end(session)
+            if tracked is not None and tracked.allocated:
+                self.load_claim(meta, request_id, tracked, computed, block_ids_of)
         # A prompt complete after this step is saved by the worker at its end.
         for request_id, computed in scheduled.items():
             tracked = self.tracked.get(request_id)
-            if tracked is None or tracked.prompt is None:
-                continue
-            session, prompt = tracked.session, tracked.prompt
-            if computed + scheduler_output.num_scheduled_tokens.get(request_id, 0) < len(prompt):
-                continue
-            tracked.prompt = None
-            if not tracked.is_view:
-                # Kept only for a session whose view is saved (the host budget then bounds it:
-                # dropping the session drops both), and replaced by the stage after.
-                tail = StageTail.of_stage(prompt, self.block_size) if session in self.saved else None
-                if session in self.views:
-                    self.views[session].tail = tail
-                if tail is not None:
-                    meta.saves.append(Save(session, block_ids_of(request_id), len(prompt), first=tail.start,
-                                           source=STAGE))
-                continue
-            last = self.saved.pop(session, None)
-            if last is not None:
-                self.saved_tokens -= len(last.tokens)
-            view = self.views.pop(session, None) or ViewInProgress(0)
-            meta.saves.append(Save(session, block_ids_of(request_id), len(prompt),
-                                   carried=view.carried(prompt, last)))
-            self.saved[session] = SavedPrompt(prompt, view.moves(len(prompt), last), self.min_run,
-                                              self.max_moves)
-            self.saved_tokens += len(prompt)
+            if (tracked is not None and tracked.prompt is not None
+                    and computed + scheduler_output.num_scheduled_tokens.get(request_id, 0) >= len(tracked.prompt)):
+                self.save_prompt(meta, request_id, tracked, block_ids_of)
         while self.saved_tokens > self.host_tokens:
             dropped, prompt = self.saved.popitem(last=False)
             self.saved_tokens -= len(prompt.tokens)
             self.views.pop(dropped, None)
             meta.drops.append(dropped)
         return meta
+
+    def load_claim(self, meta: ArcKVMetadata, request_id: str, tracked: Tracked, computed: int, block_ids_of) -> None:
+        """A request scheduled since its allocation: what its claim loads (``computed`` tokens
+        of it computed, the prefix cache's hit among them)."""
+        request, taken_tokens, session = tracked.request, tracked.taken_tokens, tracked.session
+        tracked.allocated, tracked.scheduled = False, True
+        hit = computed - taken_tokens
+        if hit < 0:  # vLLM changed what it scheduled after the allocation: claim nothing
+            logger.error("request %s: %d tokens computed, %d taken from the plan; no claim",
+                         request_id, computed, taken_tokens)
+            hit, taken_tokens = computed, 0
+        # The view is saved; a warm-up stage (``save`` false) keeps only its tail.
+        tracked.prompt, tracked.is_view = list(request.prompt_token_ids or []), ArcExtraArgs.of_request(request).save
+        claim = self.plan(request, hit).taken(taken_tokens)
+        if session not in self.views:  # the view starts at its first request's hit
+            self.views[session] = ViewInProgress(hit)
+        if claim.tail:  # the last stage's partial block, in place (computed, not reused)
+            meta.loads.append(Load(session, block_ids_of(request_id), [(hit, hit, claim.tail)], STAGE))
+        if claim.pieces:
+            meta.loads.append(Load(session, block_ids_of(request_id), claim.pieces))
+            self.views[session].pieces.extend(claim.pieces)
+            supplied = claimed_tokens(claim.pieces)
+            tracked.supplied += supplied
+            self.num_supplied_tokens += supplied
+            self._unreported += supplied
+            self.saved.move_to_end(session)
+
+    def save_prompt(self, meta: ArcKVMetadata, request_id: str, tracked: Tracked, block_ids_of) -> None:
+        """A prompt complete after this step: a view's whole KV is saved, a warm-up stage's tail."""
+        session, prompt = tracked.session, tracked.prompt
+        tracked.prompt = None
+        if not tracked.is_view:
+            # Kept only for a session whose view is saved (the host budget then bounds it:
+            # dropping the session drops both), and replaced by the stage after.
+            tail = StageTail.of_stage(prompt, self.block_size) if session in self.saved else None
+            if session in self.views:
+                self.views[session].tail = tail
+            if tail is not None:
+                meta.saves.append(Save(session, block_ids_of(request_id), len(prompt), first=tail.start, source=STAGE))
+            return
+        last = self.saved.pop(session, None)
+        if last is not None:
+            self.saved_tokens -= len(last.tokens)
+        view = self.views.pop(session, None) or ViewInProgress(0)
+        meta.saves.append(Save(session, block_ids_of(request_id), len(prompt), carried=view.carried(prompt, last)))
+        self.saved[session] = SavedPrompt(prompt, view.moves(len(prompt), last), self.min_run, self.max_moves)
+        self.saved_tokens += len(prompt)
 
     def request_finished(self, request) -> None:
         tracked = self.tracked.pop(request.request_id, None)
