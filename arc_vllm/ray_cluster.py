@@ -71,7 +71,9 @@ def start(address: str, **options) -> None:
 
     os.environ.update(ray_environment())
     if address == LOCAL:
+        # The namespace has loopback only: the node's address is 127.0.0.1, whatever the
+        # machine's hostname resolves to (Ray's fallback when it cannot probe outside).
         ray.init(include_dashboard=False, object_store_memory=200 * 2 ** 20, log_to_driver=False,
-                 configure_logging=False, **options)
+                 configure_logging=False, _node_ip_address="127.0.0.1", **options)
     else:
         ray.init(address=address, log_to_driver=False, **options)

@@ -251,7 +251,8 @@ def test_ray_address_joins_a_cluster_you_run(tmp_path):
     script = f"""
     set -u
     {bin_dir / 'ray'} start --head --port=6390 --num-cpus=2 --include-dashboard=false \\
-        --disable-usage-stats > {tmp_path / 'ray.log'} 2>&1 || exit 3
+        --node-ip-address=127.0.0.1 --object-store-memory=200000000 --disable-usage-stats \\
+        > {tmp_path / 'ray.log'} 2>&1 || exit 3
     {bin_dir / 'arc-vllm'} serve {prepare_tiny()} --ray-replicas 1 --ray-address 127.0.0.1:6390 \\
         --arc-store-dir {tmp_path / 'sessions'} --port 8199 --enforce-eager --max-model-len 4096 \\
         > {tmp_path / 'serve.log'} 2>&1 &

@@ -185,7 +185,14 @@ def deploy(serve_arguments: list[str], replicas: int, routing: str, log_dir: str
         graceful_shutdown_timeout_s=10,
         request_router_config=RequestRouterConfig(request_router_class=router,
                                                   request_router_kwargs=kwargs))
-    return serve.run(deployment.bind(serve_arguments, log_dir), name="arc", route_prefix=None)
+    try:
+        return serve.run(deployment.bind(serve_arguments, log_dir), name="arc", route_prefix=None)
+    except RuntimeError as error:
+        # Serve's own error names only the deployment; why its replicas failed (each one's
+        # exception, with its engine's last log lines) is in the deployment's status.
+        deployments = serve.status().applications.get("arc")
+        reason = deployments.deployments["engine"].message if deployments else ""
+        raise RuntimeError(f"{error}\n{reason}") from error
 
 
 def inner_main(argv: list[str]) -> int:
