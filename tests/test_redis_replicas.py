@@ -17,14 +17,15 @@ import pytest
 
 from arc_vllm.model_prep import prepare_tiny
 from arc_vllm.serving.local import Server
-from tests.helpers.agent_steps import APIS, burst, signature, step
+from tests.helpers.agent_steps import APIS, burst, drop_after, signature, step
 from tests.helpers.api_calls import call, log
 from tests.helpers.conversations import visible_id
 from arc_vllm.serving.local import RedisServer
 
 pytestmark = pytest.mark.slow
 KEY_A, KEY_B = {"Authorization": "Bearer key-a"}, {"Authorization": "Bearer key-b"}
-LEASE_S = 3
+LEASE_S = 3         # replica 0's: the one killed mid-request
+LONG_LEASE_S = 600  # replica 1's: one a dead request could hold past any wait for it
 
 
 @pytest.fixture(scope="module")
@@ -34,7 +35,8 @@ def cluster(tmp_path_factory):
     redis = RedisServer(folder / "redis").start()
     model = str(prepare_tiny())
     replicas = [Server(model, folder / f"replica{index}.log", "--arc-store", redis.url(), "--api-key", "key-a",
-                       "key-b", "--arc-store-lease", str(LEASE_S), "--arc-store-timeout", "2") for index in range(2)]
+                       "key-b", "--arc-store-lease", str(lease), "--arc-store-timeout", "2")
+                for index, lease in enumerate((LEASE_S, LONG_LEASE_S))]
     try:
         for replica in replicas:
             replica.wait()
@@ -118,6 +120,23 @@ def test_concurrent_requests_of_one_conversation_across_replicas_are_one_session
         listed = call(replica.base, "GET", "/v1/arc/sessions", headers=KEY_A)[1]["sessions"]
         bursts = [row for row in listed if row.get("client_id") == "burst-r"]
         assert len(bursts) == 1 and bursts[0]["observations"] == 20, bursts
+
+
+@pytest.mark.parametrize("api", APIS)
+def test_a_stream_its_client_drops_lets_the_session_go_with_its_step_committed(cluster, api):
+    """A user pressing Esc mid-stream: the engine's request is aborted and the session let go
+    at once, its step committed (recorded, unanswered). The stream is dropped on replica 1,
+    whose lease outlasts the other replica's wait for it (60 s): a lease kept by the dead
+    stream would make the next step a 409 instead of an answer."""
+    _, replicas, model = cluster
+    client_id, observations = f"dropped-redis-{api}", [log(index, 4) for index in range(3)]
+    sid = served(replicas[1], api, client_id, observations[:1], model)["session"]
+    path, body, headers = step(api, client_id, observations[:2], model, stream=True, max_tokens=48)
+    assert drop_after(replicas[1].base, path, body, {**KEY_A, **headers}, events=4) == 4
+    arc = served(replicas[0], api, client_id, observations, model)
+    assert arc["session"] == sid and arc["observations"] == 3
+    described = call(replicas[0].base, "GET", f"/v1/arc/sessions/{sid}", headers=KEY_A)[1]
+    assert described["requests"] == 3, described  # the first, the dropped one, the next
 
 
 def test_another_keys_session_is_unknown_on_every_replica(cluster):

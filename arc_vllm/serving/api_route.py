@@ -27,6 +27,7 @@ import logging
 import time
 from dataclasses import dataclass
 
+import anyio
 from fastapi import Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import BaseRoute
@@ -204,8 +205,13 @@ class ArcRoute(BaseRoute):
                 async for event in api.stream(translation, result, app):
                     yield event
             finally:
-                await result.aclose()
-                await held.aclose()
+                # A client gone: Starlette cancels this response's task scope, and keeps
+                # cancelling every await under it. Shielded, the engine's request is aborted and
+                # the session committed and let go now (its lock, a Redis lease), not when the
+                # lease expires.
+                with anyio.CancelScope(shield=True):
+                    await result.aclose()
+                    await held.aclose()
 
         return StreamingResponse(relayed(), media_type="text/event-stream", headers=named)
 
