@@ -193,3 +193,46 @@ def test_a_validation_error_reads_the_same_on_every_api():
     head = [error.split(":")[0] for error in errors]
     assert head[0].startswith("messages[2]") and head[1].startswith("messages[2]") and head[2].startswith("input[2]"), errors
     assert all(error.count(";") <= 2 for error in errors)  # at most three problems named
+
+
+def test_archiving_runs_off_the_event_loop_and_a_cancel_waits_for_it(smol, monkeypatch):
+    """``ChatStep.prepare`` (tokenizing, storing, fsyncing a folder's observations) runs in a
+    thread: the event loop serves others meanwhile. A request cancelled meanwhile (its client
+    gone) returns only once the thread is done, with what was archived recorded, so the
+    session's lock is never released under a thread that still writes the session."""
+    import threading
+    import time
+
+    from arc_vllm.serving.sessions.session import Session
+
+    taking_in, original = threading.Event(), Session.take_in
+
+    def slow_take_in(self, *args, **kwargs):
+        taking_in.set()
+        time.sleep(0.5)
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(Session, "take_in", slow_take_in)
+
+    async def scenario(cancel: bool):
+        session = await SessionManager(smol, 4096, {}).create()
+        request = asyncio.ensure_future(complete({"messages": conversation(4)}, session, ChatEngine(FakeEngine(0))))
+        ticks = 0
+        while not taking_in.is_set() or ticks < 5:  # the loop runs while the thread archives
+            await asyncio.sleep(0.02)
+            ticks += 1
+        assert not request.done()  # five ticks of the loop inside the half-second archiving
+        if not cancel:
+            return session, await request
+        request.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await request
+        return session, None
+
+    session, response = asyncio.run(scenario(cancel=False))
+    assert response["choices"][0]["message"]["content"] == "done" and len(session.store) == 4
+    taking_in.clear()
+    session, _ = asyncio.run(scenario(cancel=True))
+    # Cancelled while archiving: the thread finished, and the step was recorded (unanswered).
+    assert len(session.store) == 4 and session.unsaved
+    assert session.records[-1]["unanswered"] is True

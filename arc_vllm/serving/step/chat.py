@@ -32,6 +32,7 @@ than the server's has its answer clamped to that window.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import time
 from dataclasses import dataclass, field, replace
@@ -355,13 +356,32 @@ def checked_fields(body: dict, first_new: int) -> dict:
                                             else {}))
 
 
+async def prepared(step: ChatStep) -> ChatStep:
+    """``step.prepare()`` off the event loop: archiving tokenizes every new message and, for a
+    folder, fsyncs every new observation; compacting renders and counts the view. The session
+    is the request's alone meanwhile (its lock), so the thread is the only one touching it.
+
+    A thread cannot be stopped: a request cancelled meanwhile (its client gone) waits for it,
+    so that the session's lock is not released under it, then saves what was archived."""
+    work = asyncio.ensure_future(asyncio.to_thread(step.prepare))
+    try:
+        return await asyncio.shield(work)
+    except asyncio.CancelledError:
+        try:
+            await work
+        except Exception:  # the step saved itself (``prepare``)
+            raise asyncio.CancelledError from None
+        step.end()
+        raise
+
+
 async def complete(body: dict, session, engine, raw_request=None, **options) -> dict:
     """Run one ARC step for ``session`` on ``engine`` (the server's ``ChatEngine``); returns the
     response as a JSON-able dict. Raises ``SessionError`` for a bad request and ``EngineError``
     for an engine error. ``options``: ``ChatStep``'s keywords (the API, what the request continues
     from, the compaction it asks: a compaction answered alone calls no engine)."""
     check_body(body, options.get("continued", NOTHING_CONTINUED).held)
-    step = ChatStep(body, session, engine, raw_request, **options).prepare()
+    step = await prepared(ChatStep(body, session, engine, raw_request, **options))
     ask = step.ask
     if ask is not None and ask.alone:
         return await answered_alone(step, body.get("model") or "")

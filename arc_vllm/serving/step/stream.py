@@ -24,7 +24,7 @@ import json
 
 from arc_vllm.serving.compaction.ask import NOTHING_CONTINUED, appended
 from arc_vllm.serving.errors import EngineError, openai_error, SessionError
-from arc_vllm.serving.step.chat import ChatStep, answer_of, answered_alone, check_body
+from arc_vllm.serving.step.chat import ChatStep, answer_of, answered_alone, check_body, prepared
 from arc_vllm.serving.step.stream_filter import HeldBack
 from arc_vllm.serving.step.tools import ARC_TOOL_NAMES
 
@@ -43,7 +43,7 @@ async def open_stream(body: dict, session, engine, raw_request=None, **options):
     include_usage = bool(stream_options.get("include_usage"))
     step = None
     try:
-        step = ChatStep(body, session, engine, raw_request, **options).prepare()  # saves itself if it fails
+        step = await prepared(ChatStep(body, session, engine, raw_request, **options))  # saves itself if it fails
         if step.ask is not None and step.ask.alone:
             return alone_chunks(await answered_alone(step, body.get("model") or ""), include_usage)
         events = await started(await step.call(stream=True))
