@@ -146,66 +146,101 @@ class Generation:
         return answer_of({"content": self.content, "tool_calls": calls, "reasoning": reasoning_before + self.reasoning})
 
 
+class Relayed:
+    """What a relayed stream keeps across the engine generations of one step: the chunks'
+    common fields (the first chunk's), whether the role went out, the client's tool calls
+    numbered across generations, the reasoning of the generations whose command was served
+    (their deltas streamed), and the step's ``arc`` once it finished."""
+
+    def __init__(self, step: ChatStep, continuous_usage: bool):
+        self.step, self.continuous_usage = step, continuous_usage
+        self.base: dict | None = None
+        self.role_sent, self.engine_failed = False, False
+        self.client_calls, self.reasoning = 0, ""
+        self.arc: dict | None = None
+
+    async def generation(self, events, held: HeldBack, generation: Generation):
+        """The client's chunks of one engine generation, its deltas added to ``generation``
+        (ARC's calls held back); an engine error mid-stream is passed on, and ends the stream."""
+        async for block in events:
+            for chunk in data_of(block):
+                if "error" in chunk:
+                    self.engine_failed = True
+                    yield chunk
+                    return
+                if self.base is None:
+                    self.base = {key: chunk[key] for key in ("id", "object", "created", "model") if key in chunk}
+                if chunk.get("usage"):
+                    generation.usage = chunk["usage"]
+                for choice in chunk.get("choices") or []:
+                    delta = choice.get("delta") or {}
+                    generation.add(delta)
+                    out, logprobs = held.feed(delta, choice.get("logprobs"))
+                    if not self.role_sent:  # the first event goes out at once, as plain vLLM's
+                        out, self.role_sent = {"role": "assistant", "content": "", **out}, True
+                    if choice.get("finish_reason"):
+                        generation.finish_reason = choice["finish_reason"]
+                    if out:
+                        yield self.chunk(out, {"logprobs": logprobs},
+                                         chunk.get("usage") if self.continuous_usage else None)
+
+    def chunk(self, delta: dict, relayed: dict | None = None, usage: dict | None = None) -> dict:
+        """A chunk of one delta, with the stream's common fields. ``relayed``: the engine event's
+        own choice fields (its ``logprobs``), on a delta relayed from it."""
+        choice = {"index": 0, "delta": delta, **(relayed or {}), "finish_reason": None}
+        return {**self.base, "choices": [choice], **({"usage": usage} if usage else {})}
+
+    async def ending(self, held: HeldBack, generation: Generation, include_usage: bool):
+        """The last generation's end: what was held back, the compaction's appendix, then the
+        step finished (committed) before the last chunks say it is done."""
+        step = self.step
+        if rest := held.finish():
+            yield self.chunk(rest)
+        if appendix := appended(step.ask):  # the model's summary, then ARC's stubs and handle
+            generation.add({"content": appendix})
+            step.ask.decoded_tokens = (generation.usage or {}).get("completion_tokens") or 0
+            yield self.chunk({"content": appendix})
+        finish = generation.finish_reason
+        if finish == "tool_calls" and held.num_client_calls == self.client_calls:
+            finish = "stop"  # only ARC's calls were made, and the client saw none of them
+        self.arc = await step.finish(generation.answer(self.reasoning))
+        for chunk in last_chunks(self.base, finish, generation.usage, self.arc, include_usage):
+            yield chunk
+
+
+def stream_error(error: Exception) -> dict:
+    """An error after the first event (the status is sent): reported in the stream."""
+    if isinstance(error, EngineError):
+        return error.body
+    if isinstance(error, SessionError):  # the store unreachable at the end, say: its status
+        return openai_error(str(error), error.status, "store_error" if error.status >= 500 else "invalid_request_error")
+    return openai_error(f"ARC stream failed: {error}", 500, "internal_error")
+
+
 async def relay(step: ChatStep, events, include_usage: bool, continuous_usage: bool = False):
-    base, arc = None, None
-    reasoning = ""  # of the generations whose command was served (their reasoning deltas streamed)
-    role_sent = False
-    client_calls = 0  # the client's tool calls numbered across generations
+    """The client's stream of one step: each engine generation relayed with ARC's calls held
+    back; a generation that called an ARC command is served and the model goes on."""
+    relayed = Relayed(step, continuous_usage)
     try:
         while True:
-            held = HeldBack(commands=step.may_serve, first_client_index=client_calls)
+            held = HeldBack(commands=step.may_serve, first_client_index=relayed.client_calls)
             generation = Generation()
-            async for block in events:
-                for chunk in data_of(block):
-                    if "error" in chunk:  # an engine error mid-stream: passed on, and the end
-                        yield chunk
-                        return
-                    if base is None:
-                        base = {key: chunk[key] for key in ("id", "object", "created", "model") if key in chunk}
-                    if chunk.get("usage"):
-                        generation.usage = chunk["usage"]
-                    for choice in chunk.get("choices") or []:
-                        delta = choice.get("delta") or {}
-                        generation.add(delta)
-                        out, logprobs = held.feed(delta, choice.get("logprobs"))
-                        if not role_sent:  # the first event goes out at once, as plain vLLM's
-                            out, role_sent = {"role": "assistant", "content": "", **out}, True
-                        if choice.get("finish_reason"):
-                            generation.finish_reason = choice["finish_reason"]
-                        if out:
-                            usage = {"usage": chunk["usage"]} if continuous_usage and chunk.get("usage") else {}
-                            yield {**base, "choices": [{"index": 0, "delta": out, "logprobs": logprobs,
-                                                        "finish_reason": None}], **usage}
-            step.count_usage(generation.usage)
-            if step.serve(generation.message()):  # a command: served, and the model goes on
-                reasoning += generation.reasoning  # it reached the client: part of its answer
-                client_calls = held.num_client_calls
-                events = await step.call(stream=True)
-                continue
-            rest = held.finish()
-            if rest:
-                yield {**base, "choices": [{"index": 0, "delta": rest, "finish_reason": None}]}
-            if appendix := appended(step.ask):  # the model's summary, then ARC's stubs and handle
-                generation.add({"content": appendix})
-                step.ask.decoded_tokens = (generation.usage or {}).get("completion_tokens") or 0
-                yield {**base, "choices": [{"index": 0, "delta": {"content": appendix}, "finish_reason": None}]}
-            finish = generation.finish_reason
-            if finish == "tool_calls" and held.num_client_calls == client_calls:
-                finish = "stop"  # only ARC's calls were made, and the client saw none of them
-            arc = await step.finish(generation.answer(reasoning))  # before the last chunk says it is done
-            for chunk in last_chunks(base, finish, generation.usage, arc, include_usage):
+            async for chunk in relayed.generation(events, held, generation):
                 yield chunk
-            return
-    except Exception as error:  # after the first event the status is sent: report in the stream
-        if isinstance(error, EngineError):
-            body = error.body
-        elif isinstance(error, SessionError):  # the store unreachable at the end, say: its status
-            body = openai_error(str(error), error.status, "store_error" if error.status >= 500 else "invalid_request_error")
-        else:
-            body = openai_error(f"ARC stream failed: {error}", 500, "internal_error")
-        yield body
+            if relayed.engine_failed:
+                return
+            step.count_usage(generation.usage)
+            if not step.serve(generation.message()):
+                break
+            relayed.reasoning += generation.reasoning  # it reached the client: part of its answer
+            relayed.client_calls = held.num_client_calls
+            events = await step.call(stream=True)
+        async for chunk in relayed.ending(held, generation, include_usage):
+            yield chunk
+    except Exception as error:
+        yield stream_error(error)
     finally:
         if hasattr(events, "aclose"):  # a client gone mid-stream: vLLM aborts its request
             await events.aclose()
-        if arc is None:
+        if relayed.arc is None:
             step.end()
