@@ -244,8 +244,6 @@ def main(argv: list[str]) -> int:
     """``arc-vllm serve --ray-replicas N ...`` as typed (see the module docstring). The front
     takes the Ray options and ``--host``/``--port``; every other argument is each replica's
     ``arc-vllm serve`` (which resolves the model and ARC's defaults itself, as typed)."""
-    from arc_vllm.serving.serve_arguments import given
-
     parser = argparse.ArgumentParser(add_help=False)
     parser.add_argument("--ray-replicas", type=int, required=True)
     parser.add_argument("--ray-address", default=None)
@@ -255,45 +253,60 @@ def main(argv: list[str]) -> int:
     args, rest = parser.parse_known_args(argv)
     if args.ray_replicas < 1:
         raise SystemExit("--ray-replicas: at least 1")
+    work = Path(tempfile.mkdtemp(prefix="arc-vllm-ray-"))
+    rest = replica_arguments(rest, args.ray_address, work)
+    inner = [sys.executable, "-m", "arc_vllm.serving.ray.front", "--ray-replicas", str(args.ray_replicas),
+             "--ray-routing", args.ray_routing, "--log-dir", str(work / "logs")]
+    if args.ray_address:
+        code = subprocess.call(inner + ["--ray-address", args.ray_address, "--host", args.host,
+                                        "--port", str(args.port), *rest])
+    else:
+        code = local_cluster(inner + rest, args.host, args.port, work)
+    return removed(work, code)
+
+
+def replica_arguments(rest: list[str], ray_address: str | None, work: Path) -> list[str]:
+    """Each replica's ``arc-vllm serve`` arguments: the ones typed, checked against where the
+    cluster runs, and a store every replica shares (a folder of ``work`` on the local cluster)."""
+    from arc_vllm.serving.serve_arguments import given
+
     local_redis = any(arg.startswith(("redis://127.", "redis://localhost", "rediss://127.", "rediss://localhost"))
                       for arg in rest)
-    if local_redis and not args.ray_address:
+    if local_redis and not ray_address:
         raise SystemExit("--arc-store: the local cluster runs in a network namespace of its own, whose "
                          "loopback is not this machine's; give the Redis's unix socket (--arc-store "
                          "unix:///path/redis.sock) or a Redis on another address")
-    work = Path(tempfile.mkdtemp(prefix="arc-vllm-ray-"))
     if not given(rest, "--arc-store-dir") and not given(rest, "--arc-store"):
-        if args.ray_address:
+        if ray_address:
             raise SystemExit("--ray-address: give --arc-store redis://HOST:PORT (a Redis every node "
                              "reaches; or a folder on a filesystem every node reaches)")
         rest += ["--arc-store-dir", str(work / "sessions")]
     if not given(rest, "--arc-shared-sessions"):
         rest += ["--arc-shared-sessions"]  # a folder's processes share it (Redis always is)
-    common = ["--ray-replicas", str(args.ray_replicas), "--ray-routing", args.ray_routing,
-              "--log-dir", str(work / "logs")]
-    inner = [sys.executable, "-m", "arc_vllm.serving.ray.front"]
-    if args.ray_address:
-        code = subprocess.call(inner + common + ["--ray-address", args.ray_address, "--host", args.host,
-                                                 "--port", str(args.port), *rest])
-        return removed(work, code)
+    return rest
+
+
+def local_cluster(command: list[str], host: str, port: int, work: Path) -> int:
+    """Run ``command`` (the cluster side) in a loopback-only network namespace of its own, on a
+    socket listening on ``host:port`` out here; its exit code."""
     import signal
     import socket
 
     from arc_vllm.ray_cluster import isolated_command, isolated_environment
     from arc_vllm.serving.processes import die_with_parent
 
-    listener = socket.create_server((args.host, args.port), backlog=2048)
+    listener = socket.create_server((host, port), backlog=2048)
     listener.set_inheritable(True)
     # Its own session (so that it can be taken down whole), and SIGTERM if this process dies.
     cluster = subprocess.Popen(
-        isolated_command(inner + common + ["--fd", str(listener.fileno()), *rest]),
+        isolated_command(command + ["--fd", str(listener.fileno())]),
         env=isolated_environment(), start_new_session=True, pass_fds=(listener.fileno(),),
         preexec_fn=lambda: die_with_parent(15))
     listener.close()  # the front holds it now
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     code = 0
     try:
-        print(f"arc-vllm: {args.ray_replicas} replicas starting; serving on http://{args.host}:{args.port} "
+        print(f"arc-vllm: the replicas starting; serving on http://{host}:{port} "
               f"(logs in {work / 'logs'})", file=sys.stderr, flush=True)
         code = cluster.wait()
     except KeyboardInterrupt:
@@ -307,7 +320,7 @@ def main(argv: list[str]) -> int:
         from arc_vllm.ray_cluster import kill_session
 
         kill_session(cluster.pid)  # the cluster's own session: anything still left of it
-    return removed(work, code)
+    return code
 
 
 def removed(work: Path, code: int) -> int:
