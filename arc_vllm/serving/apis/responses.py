@@ -251,9 +251,7 @@ class ResponsesAPI(ConversationAPI):
             handler.response_store[final.id] = final
 
     async def stream(self, translation: Translation, chunks, app):
-        from vllm.entrypoints.generate.base.protocol import DeltaFunctionCall, DeltaMessage, DeltaToolCall
-        from vllm.entrypoints.openai.responses.streaming_events import (SimpleStreamingEventProcessor,
-                                                                        split_delta)
+        from vllm.entrypoints.openai.responses.streaming_events import SimpleStreamingEventProcessor
 
         request, ask = translation.request, translation.ask
         led = [compaction_item(ask)] if ask is not None and ask.as_item else []
@@ -274,9 +272,8 @@ class ResponsesAPI(ConversationAPI):
                 started = True
                 initial = self.response(translation, app, output=[], status="in_progress", usage=None,
                                         granted=None, model=model).model_dump(mode="json", by_alias=True)
-                yield numbered.event({"type": "response.created", "response": initial})
-                yield numbered.event({"type": "response.in_progress", "response": initial})
-                for event in compaction_events(led):
+                for event in [{"type": "response.created", "response": initial},
+                              {"type": "response.in_progress", "response": initial}, *compaction_events(led)]:
                     yield numbered.event(event)
             arc = data.get("arc", arc)
             if not answered:
@@ -285,24 +282,8 @@ class ResponsesAPI(ConversationAPI):
             usage = data.get("usage") or usage
             for choice in data.get("choices") or []:
                 finish = choice.get("finish_reason") or finish
-                delta = choice.get("delta") or {}
-                calls = []
-                for piece in delta.get("tool_calls") or []:
-                    function = piece.get("function") or {}
-                    calls.append(DeltaToolCall(id=piece.get("id"), type="function", index=piece.get("index", 0),
-                                               function=DeltaFunctionCall(name=function.get("name"),
-                                                                          arguments=function.get("arguments"))))
-                message = DeltaMessage(content=delta.get("content") or None, reasoning=delta.get("reasoning"),
-                                       tool_calls=calls)
-                for piece in split_delta(message):
-                    target, call = processor.resolve_target_state(piece)
-                    if target.name == "NONE":
-                        continue
-                    if processor.needs_transition(target, call):
-                        for event in processor.close_current() + processor.open(target, call):
-                            yield numbered.model(event)
-                    for event in processor.emit_delta(piece, None, None):
-                        yield numbered.model(event)
+                for event in events_of(processor, choice.get("delta") or {}):
+                    yield numbered.model(event)
         for event in processor.close_current():
             yield numbered.model(event)
         final = self.response(translation, app, output=[*led, *processor.output_items], usage=usage_of(usage),
@@ -311,6 +292,30 @@ class ResponsesAPI(ConversationAPI):
         self.keep(translation, final, app)
         completed = {**final.model_dump(mode="json", by_alias=True), **({"arc": arc} if arc else {})}
         yield numbered.event({"type": "response.completed", "response": completed})
+
+
+def events_of(processor, delta: dict) -> list:
+    """The Responses events one chat stream delta makes, by vLLM's own event processor (items
+    opened and closed as the delta moves between reasoning, text and tool calls)."""
+    from vllm.entrypoints.generate.base.protocol import DeltaFunctionCall, DeltaMessage, DeltaToolCall
+    from vllm.entrypoints.openai.responses.streaming_events import split_delta
+
+    calls = []
+    for piece in delta.get("tool_calls") or []:
+        function = piece.get("function") or {}
+        calls.append(DeltaToolCall(id=piece.get("id"), type="function", index=piece.get("index", 0),
+                                   function=DeltaFunctionCall(name=function.get("name"),
+                                                              arguments=function.get("arguments"))))
+    message = DeltaMessage(content=delta.get("content") or None, reasoning=delta.get("reasoning"), tool_calls=calls)
+    events = []
+    for piece in split_delta(message):
+        target, call = processor.resolve_target_state(piece)
+        if target.name == "NONE":
+            continue
+        if processor.needs_transition(target, call):
+            events += processor.close_current() + processor.open(target, call)
+        events += processor.emit_delta(piece, None, None)
+    return events
 
 
 def compaction_events(items: list[dict]) -> list[dict]:
