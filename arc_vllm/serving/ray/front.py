@@ -261,7 +261,7 @@ def main(argv: list[str]) -> int:
         code = subprocess.call(inner + ["--ray-address", args.ray_address, "--host", args.host,
                                         "--port", str(args.port), *rest])
     else:
-        code = local_cluster(inner + rest, args.host, args.port, work)
+        code = local_cluster(inner + rest, args.ray_replicas, args.host, args.port, work)
     return removed(work, code)
 
 
@@ -286,8 +286,8 @@ def replica_arguments(rest: list[str], ray_address: str | None, work: Path) -> l
     return rest
 
 
-def local_cluster(command: list[str], host: str, port: int, work: Path) -> int:
-    """Run ``command`` (the cluster side) in a loopback-only network namespace of its own, on a
+def local_cluster(command: list[str], replicas: int, host: str, port: int, work: Path) -> int:
+    """Run ``command`` (the cluster side, of ``replicas`` replicas) in a loopback-only network namespace of its own, on a
     socket listening on ``host:port`` out here; its exit code."""
     import signal
     import socket
@@ -306,7 +306,7 @@ def local_cluster(command: list[str], host: str, port: int, work: Path) -> int:
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     code = 0
     try:
-        print(f"arc-vllm: the replicas starting; serving on http://{host}:{port} "
+        print(f"arc-vllm: {replicas} replicas starting; serving on http://{host}:{port} "
               f"(logs in {work / 'logs'})", file=sys.stderr, flush=True)
         code = cluster.wait()
     except KeyboardInterrupt:

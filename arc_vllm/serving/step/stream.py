@@ -184,6 +184,12 @@ class Relayed:
                         yield self.chunk(out, {"logprobs": logprobs},
                                          chunk.get("usage") if self.continuous_usage else None)
 
+    def went_on(self, held: HeldBack, generation: Generation) -> None:
+        """A generation whose ARC command was served: its reasoning reached the client (part of
+        its answer), and the next generation numbers the client's calls after its own."""
+        self.reasoning += generation.reasoning
+        self.client_calls = held.num_client_calls
+
     def chunk(self, delta: dict, relayed: dict | None = None, usage: dict | None = None) -> dict:
         """A chunk of one delta, with the stream's common fields. ``relayed``: the engine event's
         own choice fields (its ``logprobs``), on a delta relayed from it."""
@@ -232,8 +238,7 @@ async def relay(step: ChatStep, events, include_usage: bool, continuous_usage: b
             step.count_usage(generation.usage)
             if not step.serve(generation.message()):
                 break
-            relayed.reasoning += generation.reasoning  # it reached the client: part of its answer
-            relayed.client_calls = held.num_client_calls
+            relayed.went_on(held, generation)
             events = await step.call(stream=True)
         async for chunk in relayed.ending(held, generation, include_usage):
             yield chunk
