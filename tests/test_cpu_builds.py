@@ -28,20 +28,41 @@ TESTS = ["tests/test_machine_class.py", "tests/test_cpu_layout.py", "tests/test_
          "tests/test_kv_connector.py::test_a_wrong_layout_is_caught_at_start_and_nothing_wrong_is_served"]
 
 
-@pytest.mark.parametrize("build", BUILDS)
-def test_the_engine_reading_tests_pass_as_each_other_x86_class(build):
-    flags = vllm_compat.cpu_flags()
-    if build == "avx512" and "avx512f" not in flags:
-        pytest.skip("this CPU has no AVX-512: vLLM's _C_AVX512 build cannot run here (a class can be made "
-                    "smaller, never larger)")
+def reason_to_skip(build: str) -> str | None:
+    if build == "avx512" and "avx512f" not in vllm_compat.cpu_flags():
+        return ("this CPU has no AVX-512: vLLM's _C_AVX512 build cannot run here (a class can be made "
+                "smaller, never larger)")
     if vllm_compat.cpu_build() == BUILDS[build]:
-        pytest.skip(f"this machine is the {BUILDS[build]} class already: the main run is that class's")
+        return f"this machine is the {BUILDS[build]} class already: the main run is that class's"
+    return None
+
+
+def start(build: str) -> subprocess.Popen:
     env = dict(os.environ, ARC_VLLM_CPU_BUILD=build,
                PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT / "scripts" / "cpu_build"), os.environ.get("PYTHONPATH")])))
-    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider", *TESTS],
-                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=1500)
-    assert done.returncode == 0, done.stdout[-4000:]
-    assert f"vllm_build: {BUILDS[build]}" in done.stdout
-    skipped = [line for line in done.stdout.splitlines() if line.startswith("SKIPPED")]
+    return subprocess.Popen([sys.executable, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider", *TESTS],
+                            cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+@pytest.fixture(scope="module")
+def runs():
+    """Every class this CPU can be made to look like, run side by side: an engine serves on
+    one torch thread here, so two runs share the two cores in about the time of one."""
+    started = {build: start(build) for build in BUILDS if reason_to_skip(build) is None}
+    yield started
+    for run in started.values():
+        run.kill()
+        run.wait()
+
+
+@pytest.mark.parametrize("build", BUILDS)
+def test_the_engine_reading_tests_pass_as_each_other_x86_class(build, runs):
+    reason = reason_to_skip(build)
+    if reason is not None:
+        pytest.skip(reason)
+    stdout, _ = runs[build].communicate(timeout=1500)
+    assert runs[build].returncode == 0, stdout[-4000:]
+    assert f"vllm_build: {BUILDS[build]}" in stdout
+    skipped = [line for line in stdout.splitlines() if line.startswith("SKIPPED")]
     assert skipped and all(f"{BUILDS[build]} build here does not write the amx layout" in line for line in skipped)
-    assert " failed" not in done.stdout.splitlines()[-1]
+    assert " failed" not in stdout.splitlines()[-1]
