@@ -528,44 +528,55 @@ def test_a_prefix_at_the_stated_maximum_is_served_past_compactions(arc_server):
         assert status == 200 and raw.decode() == body
 
 
+@pytest.fixture(scope="module")
+def capped_servers(tmp_path_factory):
+    """Two servers under ``--arc-max-sessions 20``, with a store folder (True) and without
+    (False), started side by side: their start-ups share the two cores."""
+    folder = tmp_path_factory.mktemp("capped")
+    servers = {durable: Server(str(prepare_tiny()), folder / f"durable-{durable}.log", "--arc-max-sessions", "20",
+                               *(["--arc-store-dir", str(folder / "sessions")] if durable else []))
+               for durable in (True, False)}
+    try:
+        yield {durable: server.wait() for durable, server in servers.items()}
+    finally:
+        for server in servers.values():
+            server.stop()
+
+
 @pytest.mark.parametrize("durable", [True, False])
-def test_under_a_session_cap_memory_holds_the_cap_and_nothing_durable_is_lost(tmp_path, durable):
+def test_under_a_session_cap_memory_holds_the_cap_and_nothing_durable_is_lost(capped_servers, durable):
     """--arc-max-sessions 20 and 60 sessions with an observation each: at most 20 stay in
     memory; with a store folder every one answers its next request with all it stored, without
     one those that left memory answer 410."""
-    store = ["--arc-store-dir", str(tmp_path / "sessions")] if durable else []
-    server = Server(str(prepare_tiny()), tmp_path / "server.log", "--arc-max-sessions", "20", *store).wait()
-    try:
-        client, model = client_for(server)
-        sessions = {}
-        for index in range(60):
-            _, session = call(server.base, "POST", "/v1/arc/sessions")
-            body = f"session {index} observation\n" * 40
-            turn, signature = tool_turn(index, body)
-            messages = [{"role": "user", "content": f"task {index}"}] + turn
-            client.chat.completions.create(model=model, max_tokens=2, messages=messages,
-                                           extra_body={"vllm_xargs": {"arc_session": session["id"]}})
-            sessions[session["id"]] = (messages, visible_id(signature, body), body)
-        metrics = urllib.request.urlopen(server.base + "/metrics").read().decode()
-        [in_memory] = [float(line.split()[-1]) for line in metrics.splitlines() if line.startswith("arc_sessions ")]
-        assert in_memory <= 20
-        listed = call(server.base, "GET", "/v1/arc/sessions")[1]["sessions"]
-        gone = []
-        for sid, (messages, oid, body) in sessions.items():
-            status, stored = call(server.base, "GET", f"/v1/arc/sessions/{sid}/observations/{oid}")
-            if status == 410:
-                gone.append(sid)
-                continue
-            assert status == 200 and stored.decode() == body
-            reply = client.chat.completions.create(model=model, max_tokens=2, messages=messages + [
-                {"role": "user", "content": "next"}], extra_body={"vllm_xargs": {"arc_session": sid}})
-            assert reply.model_extra["arc"]["observations"] == 2  # its own, and the new message
-        if durable:
-            assert not gone and len(listed) == 60 and sum(row["in_memory"] for row in listed) <= 20
-        else:
-            assert len(gone) >= 40 and len(listed) <= 20
-    finally:
-        server.stop()
+    server = capped_servers[durable]
+    client, model = client_for(server)
+    sessions = {}
+    for index in range(60):
+        _, session = call(server.base, "POST", "/v1/arc/sessions")
+        body = f"session {index} observation\n" * 40
+        turn, signature = tool_turn(index, body)
+        messages = [{"role": "user", "content": f"task {index}"}] + turn
+        client.chat.completions.create(model=model, max_tokens=2, messages=messages,
+                                       extra_body={"vllm_xargs": {"arc_session": session["id"]}})
+        sessions[session["id"]] = (messages, visible_id(signature, body), body)
+    metrics = urllib.request.urlopen(server.base + "/metrics").read().decode()
+    [in_memory] = [float(line.split()[-1]) for line in metrics.splitlines() if line.startswith("arc_sessions ")]
+    assert in_memory <= 20
+    listed = call(server.base, "GET", "/v1/arc/sessions")[1]["sessions"]
+    gone = []
+    for sid, (messages, oid, body) in sessions.items():
+        status, stored = call(server.base, "GET", f"/v1/arc/sessions/{sid}/observations/{oid}")
+        if status == 410:
+            gone.append(sid)
+            continue
+        assert status == 200 and stored.decode() == body
+        reply = client.chat.completions.create(model=model, max_tokens=2, messages=messages + [
+            {"role": "user", "content": "next"}], extra_body={"vllm_xargs": {"arc_session": sid}})
+        assert reply.model_extra["arc"]["observations"] == 2  # its own, and the new message
+    if durable:
+        assert not gone and len(listed) == 60 and sum(row["in_memory"] for row in listed) <= 20
+    else:
+        assert len(gone) >= 40 and len(listed) <= 20
 
 
 def drive(send, turns: int, tag: str) -> list[dict]:
