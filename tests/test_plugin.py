@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from openai import OpenAI
 
-from arc_vllm.model_prep import prepare_tiny
+from arc_vllm.model_prep import TOOLS_TEMPLATE, prepare_tiny
 from arc_vllm.serving.local import Server
 from tests.helpers.arguments import parse
 
@@ -95,20 +95,19 @@ def request(base, method, path, body=None):
 
 
 @pytest.fixture(scope="module")
-def servers(tmp_path_factory):
-    """vLLM's own server module on the tiny model, with --arc and without, started together."""
+def servers(tmp_path_factory, plain_server):
+    """vLLM's own server module on the tiny model with --arc, beside the run's shared plain
+    vLLM (the same module without it, ``tests/helpers/servers.py``), both with the embedded
+    model's tool-calling template."""
     folder = tmp_path_factory.mktemp("plugin")
     metrics = folder / "prometheus"
     metrics.mkdir()
-    with_arc = Server(str(prepare_tiny()), folder / "arc.log", "--arc", vllm_entry=True,
-                      env={"PROMETHEUS_MULTIPROC_DIR": str(metrics)})
-    plain = Server(str(prepare_tiny()), folder / "plain.log", "--enable-prompt-tokens-details",
-                   vllm_entry=True)
+    with_arc = Server(str(prepare_tiny()), folder / "arc.log", "--arc", "--chat-template", str(TOOLS_TEMPLATE),
+                      vllm_entry=True, env={"PROMETHEUS_MULTIPROC_DIR": str(metrics)})
     try:
-        yield with_arc.wait(), plain.wait()
+        yield with_arc.wait(), plain_server
     finally:
         with_arc.stop()
-        plain.stop()
 
 
 MESSAGES = [{"role": "system", "content": "You are a careful agent. " * 40},
