@@ -38,6 +38,58 @@ def turn(session: int, index: int) -> list[dict]:
             {"role": "user", "content": f"observation {session}.{index}\n" + "x" * (40 * index)}]
 
 
+# First in the module, before the two-replica cluster below starts: with that cluster's
+# Ray alive beside it, this test's own cluster took three times as long (205 s against 62 s).
+def test_ray_address_joins_a_cluster_you_run(tmp_path):
+    """``--ray-address``: a Ray cluster started with ``ray start`` (here inside a loopback-only
+    namespace, as every Ray process here is), the front on ``--host/--port`` itself."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from arc_vllm.ray_cluster import isolated_command, isolated_environment
+
+    bin_dir = Path(sys.executable).parent
+    client = (
+        "import json, time, urllib.request\n"
+        "base = 'http://127.0.0.1:8199'\n"
+        "for _ in range(600):\n"
+        "    try:\n"
+        "        urllib.request.urlopen(base + '/health', timeout=2); break\n"
+        "    except OSError:\n"
+        "        time.sleep(1)\n"
+        "def post(path, body):\n"
+        "    request = urllib.request.Request(base + path, json.dumps(body).encode(),\n"
+        "                                     {'Content-Type': 'application/json'})\n"
+        "    return json.loads(urllib.request.urlopen(request, timeout=120).read())\n"
+        "sid = post('/v1/arc/sessions', {})['id']\n"
+        "model = json.loads(urllib.request.urlopen(base + '/v1/models').read())['data'][0]['id']\n"
+        "reply = post('/v1/chat/completions', {'model': model, 'max_tokens': 2, 'messages': [\n"
+        "    {'role': 'user', 'content': 'hello'}], 'vllm_xargs': {'arc_session': sid}})\n"
+        "print('REPLICA', reply['arc']['replica'], reply['arc']['session'] == sid)\n")
+    (tmp_path / "client.py").write_text(client)
+    script = f"""
+    set -u
+    {bin_dir / 'ray'} start --head --port=6390 --num-cpus=2 --include-dashboard=false \\
+        --node-ip-address=127.0.0.1 --object-store-memory=200000000 --disable-usage-stats \\
+        > {tmp_path / 'ray.log'} 2>&1 || exit 3
+    {bin_dir / 'arc-vllm'} serve {prepare_tiny()} --ray-replicas 1 --ray-address 127.0.0.1:6390 \\
+        --arc-store-dir {tmp_path / 'sessions'} --port 8199 --enforce-eager --max-model-len 4096 \\
+        > {tmp_path / 'serve.log'} 2>&1 &
+    front=$!
+    {sys.executable} {tmp_path / 'client.py'}
+    code=$?
+    pkill -TERM -P $front; kill $front
+    {bin_dir / 'ray'} stop --force > /dev/null 2>&1
+    exit $code
+    """
+    done = subprocess.run(isolated_command(["bash", "-c", script]), env=isolated_environment(),
+                          capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:] + \
+        (tmp_path / "serve.log").read_text()[-3000:]
+    assert "REPLICA" in done.stdout and done.stdout.strip().endswith("True")
+
+
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
     """Two replicas over one Redis (``--arc-store``): its unix socket, which reaches into the
@@ -218,53 +270,3 @@ def test_sessions_stick_to_one_replica_and_survive_its_loss(cluster):
         assert arc["observations"] == 7 and arc["replica"]
         described = client.get(f"/arc/sessions/{sid}", cast_to=object)
         assert described["observations"] == 7
-
-
-def test_ray_address_joins_a_cluster_you_run(tmp_path):
-    """``--ray-address``: a Ray cluster started with ``ray start`` (here inside a loopback-only
-    namespace, as every Ray process here is), the front on ``--host/--port`` itself."""
-    import subprocess
-    import sys
-    from pathlib import Path
-
-    from arc_vllm.ray_cluster import isolated_command, isolated_environment
-
-    bin_dir = Path(sys.executable).parent
-    client = (
-        "import json, time, urllib.request\n"
-        "base = 'http://127.0.0.1:8199'\n"
-        "for _ in range(600):\n"
-        "    try:\n"
-        "        urllib.request.urlopen(base + '/health', timeout=2); break\n"
-        "    except OSError:\n"
-        "        time.sleep(1)\n"
-        "def post(path, body):\n"
-        "    request = urllib.request.Request(base + path, json.dumps(body).encode(),\n"
-        "                                     {'Content-Type': 'application/json'})\n"
-        "    return json.loads(urllib.request.urlopen(request, timeout=120).read())\n"
-        "sid = post('/v1/arc/sessions', {})['id']\n"
-        "model = json.loads(urllib.request.urlopen(base + '/v1/models').read())['data'][0]['id']\n"
-        "reply = post('/v1/chat/completions', {'model': model, 'max_tokens': 2, 'messages': [\n"
-        "    {'role': 'user', 'content': 'hello'}], 'vllm_xargs': {'arc_session': sid}})\n"
-        "print('REPLICA', reply['arc']['replica'], reply['arc']['session'] == sid)\n")
-    (tmp_path / "client.py").write_text(client)
-    script = f"""
-    set -u
-    {bin_dir / 'ray'} start --head --port=6390 --num-cpus=2 --include-dashboard=false \\
-        --node-ip-address=127.0.0.1 --object-store-memory=200000000 --disable-usage-stats \\
-        > {tmp_path / 'ray.log'} 2>&1 || exit 3
-    {bin_dir / 'arc-vllm'} serve {prepare_tiny()} --ray-replicas 1 --ray-address 127.0.0.1:6390 \\
-        --arc-store-dir {tmp_path / 'sessions'} --port 8199 --enforce-eager --max-model-len 4096 \\
-        > {tmp_path / 'serve.log'} 2>&1 &
-    front=$!
-    {sys.executable} {tmp_path / 'client.py'}
-    code=$?
-    pkill -TERM -P $front; kill $front
-    {bin_dir / 'ray'} stop --force > /dev/null 2>&1
-    exit $code
-    """
-    done = subprocess.run(isolated_command(["bash", "-c", script]), env=isolated_environment(),
-                          capture_output=True, text=True, timeout=900)
-    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:] + \
-        (tmp_path / "serve.log").read_text()[-3000:]
-    assert "REPLICA" in done.stdout and done.stdout.strip().endswith("True")
