@@ -38,6 +38,7 @@ import sys
 import urllib.parse
 import urllib.request
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
@@ -50,6 +51,13 @@ from arc_vllm.serving.local import Server  # noqa: E402
 
 PROMPT = "List the files here."
 PROMPT_MARKERS = ("CONTEXT CHECKPOINT COMPACTION", "CRITICAL: Respond with TEXT ONLY")
+# Codex's own https traffic (its metrics exporter to ab.chatgpt.com, the curated plugins' sync
+# from GitHub) cannot connect inside the namespace, and each run waited about 5 s for it before
+# exiting (RUST_LOG=debug shows the turn done in 0.2 s). A proxy on a closed loopback port
+# refuses those at once, as on any machine without internet; the server is plain http on
+# 127.0.0.1, which the proxy never carries.
+DEAD_PROXY = {"HTTPS_PROXY": "http://127.0.0.1:9", "https_proxy": "http://127.0.0.1:9",
+              "NO_PROXY": "127.0.0.1,localhost", "no_proxy": "127.0.0.1,localhost"}
 
 
 def get(base: str, path: str):
@@ -57,16 +65,20 @@ def get(base: str, path: str):
         return json.loads(response.read())
 
 
-def compact_runs(base: str, work: Path, env: dict, claude_id: str, provider: str) -> dict:
-    """Each CLI compacting twice, going on after each (``--compact``)."""
-    claude_env = dict(env, CLAUDE_CODE_MAX_CONTEXT_TOKENS="20000")
-    claude, codex = [], []
+def compact_runs(cli: str, base: str, work: Path, env: dict, provider: str) -> dict:
+    """One CLI compacting twice, going on after each (``--compact``)."""
+    if cli == "claude":
+        claude_env = dict(env, CLAUDE_CODE_MAX_CONTEXT_TOKENS="20000")
+        claude = []
+        for _ in range(2):
+            for prompt in ("/compact", "Go on."):
+                done = subprocess.run([str(npm_bin_dir() / "claude"), "-p", prompt, "--model", "smol", "--continue"],
+                                      env=claude_env, cwd=work, capture_output=True, text=True, timeout=600)
+                claude.append({"prompt": prompt, "rc": done.returncode, "stdout": done.stdout[-1000:],
+                               "stderr": done.stderr[-1000:]})
+        return {"claude_compact": claude}
+    codex = []
     for _ in range(2):
-        for prompt in ("/compact", "Go on."):
-            done = subprocess.run([str(npm_bin_dir() / "claude"), "-p", prompt, "--model", "smol", "--continue"],
-                                  env=claude_env, cwd=work, capture_output=True, text=True, timeout=600)
-            claude.append({"prompt": prompt, "rc": done.returncode, "stdout": done.stdout[-1000:],
-                           "stderr": done.stderr[-1000:]})
         done = subprocess.run([str(npm_bin_dir() / "codex"), "exec", "--json", "--skip-git-repo-check",
                                "-c", "model_provider=local", "-c", provider, "-c", "model_context_window=9500",
                                "-m", "smol", "resume", "--last", "Go on."],
@@ -86,7 +98,7 @@ def compact_runs(base: str, work: Path, env: dict, claude_id: str, provider: str
                              "thread_id": next((event.get("thread_id") for event in map(
                                  json.loads, filter(str.strip, done.stdout.splitlines()))
                                  if event.get("type") == "thread.started"), None)})
-    return {"claude_compact": claude, "codex_compact": codex, "codex_remote": codex_remote}
+    return {"codex_compact": codex, "codex_remote": codex_remote}
 
 
 SECOND = "IMPORTANT HUMAN INSTRUCTION: never touch the file config/prod.yaml; the spec says the retry budget is 7."
@@ -99,47 +111,61 @@ def paste(number: int) -> str:
         for line in range(400))
 
 
-def human_runs(base: str, folder: Path, env: dict, provider: str) -> dict:
-    """Each CLI in a conversation of its own, the user writing again and again (``--humans``)."""
+def human_runs(cli: str, base: str, folder: Path, env: dict, provider: str) -> dict:
+    """One CLI in a conversation of its own, the user writing again and again (``--humans``)."""
     prompts = [PROMPT, SECOND, paste(1), paste(2), "Go on."]
-    out = {}
-    for cli in ("claude", "codex"):
-        home, work = folder / f"{cli}-home", folder / f"{cli}-work"
-        home.mkdir(exist_ok=True)
-        work.mkdir(exist_ok=True)
-        cli_env = dict(env, HOME=str(home))
-        client_id, runs = (str(uuid.uuid4()) if cli == "claude" else None), []
-        for number, prompt in enumerate(prompts):
-            if cli == "claude":
-                command = [str(npm_bin_dir() / "claude"), "-p", prompt, "--model", "smol"] + (
-                    ["--session-id", client_id] if number == 0 else ["--continue"])
-            else:
-                command = [str(npm_bin_dir() / "codex"), "exec", "--json", "--skip-git-repo-check", "-c",
-                           "model_provider=local", "-c", provider, "-m", "smol"] + (
-                    [prompt] if number == 0 else ["resume", "--last", prompt])
-            done = subprocess.run(command, env=cli_env, cwd=work, capture_output=True, text=True, timeout=600)
-            if cli == "codex" and number == 0:
-                client_id = next((event.get("thread_id") for event in map(
-                    json.loads, filter(str.strip, done.stdout.splitlines())) if event.get("type") == "thread.started"),
-                    None)
-            [session] = [session for session in get(base, "/v1/arc/sessions")["sessions"]
-                         if session["client_id"] == client_id] or [None]
-            runs.append({"rc": done.returncode, "stderr": done.stderr[-1500:], "prompt": prompt,
-                         "view": get(base, f"/v1/arc/sessions/{session['id']}/view") if session else None,
-                         "session": session and get(base, f"/v1/arc/sessions/{session['id']}")})
-        # Every text the user sent after the task (F), as the session's store returns it by its id.
-        recalled = {}
-        if runs[-1]["session"]:
-            for prompt in prompts[1:]:
-                id = hashlib.sha1(f"{HUMAN_SIGNATURE}\x1f{prompt}".encode()).hexdigest()[:8]
-                try:
-                    with urllib.request.urlopen(f"{base}/v1/arc/sessions/{runs[-1]['session']['id']}/observations/{id}",
-                                                timeout=60) as response:
-                        recalled[prompt] = response.read().decode()
-                except OSError:
-                    recalled[prompt] = None
-        out[cli] = {"client_id": client_id, "runs": runs, "texts": prompts, "recalled": recalled}
-    return out
+    home, work = folder / f"{cli}-home", folder / f"{cli}-work"
+    home.mkdir(exist_ok=True)
+    work.mkdir(exist_ok=True)
+    cli_env = dict(env, HOME=str(home))
+    client_id, runs = (str(uuid.uuid4()) if cli == "claude" else None), []
+    for number, prompt in enumerate(prompts):
+        if cli == "claude":
+            command = [str(npm_bin_dir() / "claude"), "-p", prompt, "--model", "smol"] + (
+                ["--session-id", client_id] if number == 0 else ["--continue"])
+        else:
+            command = [str(npm_bin_dir() / "codex"), "exec", "--json", "--skip-git-repo-check", "-c",
+                       "model_provider=local", "-c", provider, "-m", "smol"] + (
+                [prompt] if number == 0 else ["resume", "--last", prompt])
+        done = subprocess.run(command, env=cli_env, cwd=work, capture_output=True, text=True, timeout=600)
+        if cli == "codex" and number == 0:
+            client_id = next((event.get("thread_id") for event in map(
+                json.loads, filter(str.strip, done.stdout.splitlines())) if event.get("type") == "thread.started"),
+                None)
+        [session] = [session for session in get(base, "/v1/arc/sessions")["sessions"]
+                     if session["client_id"] == client_id] or [None]
+        runs.append({"rc": done.returncode, "stderr": done.stderr[-1500:], "prompt": prompt,
+                     "view": get(base, f"/v1/arc/sessions/{session['id']}/view") if session else None,
+                     "session": session and get(base, f"/v1/arc/sessions/{session['id']}")})
+    # Every text the user sent after the task (F), as the session's store returns it by its id.
+    recalled = {}
+    if runs[-1]["session"]:
+        for prompt in prompts[1:]:
+            id = hashlib.sha1(f"{HUMAN_SIGNATURE}\x1f{prompt}".encode()).hexdigest()[:8]
+            try:
+                with urllib.request.urlopen(f"{base}/v1/arc/sessions/{runs[-1]['session']['id']}/observations/{id}",
+                                            timeout=60) as response:
+                    recalled[prompt] = response.read().decode()
+            except OSError:
+                recalled[prompt] = None
+    return {"client_id": client_id, "runs": runs, "texts": prompts, "recalled": recalled}
+
+
+def first_run(cli: str, env: dict, work: Path, provider: str, claude_id: str) -> dict:
+    """One CLI's first request in ``work``: what the test reads of it (its exit, output, id)."""
+    if cli == "claude":
+        done = subprocess.run([str(npm_bin_dir() / "claude"), "-p", PROMPT, "--model", "smol",
+                               "--session-id", claude_id], env=env, cwd=work, capture_output=True,
+                              text=True, timeout=600)
+        return {"rc": done.returncode, "stdout": done.stdout[-2000:], "stderr": done.stderr[-2000:],
+                "session_id": claude_id}
+    done = subprocess.run([str(npm_bin_dir() / "codex"), "exec", "--json", "--skip-git-repo-check",
+                           "-c", "model_provider=local", "-c", provider, "-m", "smol", PROMPT],
+                          env=env, cwd=work, capture_output=True, text=True, timeout=600)
+    threads = [event.get("thread_id") for event in map(json.loads, filter(str.strip, done.stdout.splitlines()))
+               if event.get("type") == "thread.started"]
+    return {"rc": done.returncode, "stdout": done.stdout[-4000:], "stderr": done.stderr[-2000:],
+            "thread_id": threads[0] if threads else None}
 
 
 def run(folder: Path, compact: bool = False, humans: bool = False) -> dict:
@@ -152,21 +178,26 @@ def run(folder: Path, compact: bool = False, humans: bool = False) -> dict:
         work.mkdir(exist_ok=True)
         (work / "notes.txt").write_text("a file to list\n")
         env = dict(os.environ, HOME=str(home), ANTHROPIC_BASE_URL=server.base, ANTHROPIC_API_KEY="local",
-                   CLAUDE_CODE_MAX_OUTPUT_TOKENS="256", OPENAI_API_KEY="local")
+                   CLAUDE_CODE_MAX_OUTPUT_TOKENS="256", OPENAI_API_KEY="local", **DEAD_PROXY)
         claude_id = str(uuid.uuid4())
-        claude = subprocess.run([str(npm_bin_dir() / "claude"), "-p", PROMPT, "--model", "smol",
-                                 "--session-id", claude_id], env=env, cwd=work, capture_output=True,
-                                text=True, timeout=600)
         provider = (f'model_providers.local={{name="local",base_url="{server.base}/v1",'
                     'env_key="OPENAI_API_KEY",wire_api="responses"}')
-        codex = subprocess.run([str(npm_bin_dir() / "codex"), "exec", "--json", "--skip-git-repo-check",
-                                "-c", "model_provider=local", "-c", provider, "-m", "smol", PROMPT],
-                               env=env, cwd=work, capture_output=True, text=True, timeout=600)
-        threads = [event.get("thread_id") for event in map(json.loads, filter(str.strip, codex.stdout.splitlines()))
-                   if event.get("type") == "thread.started"]
-        extra = compact_runs(server.base, work, env, claude_id, provider) if compact else {}
-        if humans:
-            extra["humans"] = human_runs(server.base, folder, env, provider)
+
+        def chain(cli: str) -> dict:
+            """Everything one CLI does, in order (each run continues the one before it)."""
+            out = {cli: first_run(cli, env, work, provider, claude_id)}
+            if compact:
+                out.update(compact_runs(cli, server.base, work, env, provider))
+            if humans:
+                out["humans"] = human_runs(cli, server.base, folder, env, provider)
+            return out
+
+        # The two CLIs keep their state apart (~/.claude, ~/.codex; their own sessions), so their
+        # chains run side by side: each spends most of its time starting or waiting on the server.
+        with ThreadPoolExecutor(2) as pool:
+            claude, codex = pool.map(chain, ("claude", "codex"))
+        extra = {**claude, **codex, **({"humans": {"claude": claude["humans"], "codex": codex["humans"]}}
+                                       if humans else {})}
         sessions = get(server.base, "/v1/arc/sessions")["sessions"]
         for session in sessions:
             session["records"] = get(server.base, f"/v1/arc/sessions/{session['id']}/requests")
@@ -175,11 +206,7 @@ def run(folder: Path, compact: bool = False, humans: bool = False) -> dict:
                 session["prompt_hits"] = sum(len(get(server.base, f"/v1/arc/sessions/{session['id']}/search?q="
                                                      + urllib.parse.quote(marker))["results"])
                                              for marker in PROMPT_MARKERS)
-        return {**extra, "claude": {"rc": claude.returncode, "stdout": claude.stdout[-2000:], "stderr": claude.stderr[-2000:],
-                           "session_id": claude_id},
-                "codex": {"rc": codex.returncode, "stdout": codex.stdout[-4000:], "stderr": codex.stderr[-2000:],
-                          "thread_id": threads[0] if threads else None},
-                "sessions": sessions}
+        return {**extra, "sessions": sessions}
     finally:
         server.stop()
 
