@@ -3,6 +3,7 @@
 import json
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from arc_vllm.kv.spans import prefix_hit
@@ -167,8 +168,13 @@ def test_tau_benchs_user_messages_are_human_turns_in_replay():
 
 
 def test_real_format_logs_replay_within_budget_and_recover_exactly(tmp_path):
-    done = run_cli(LOGS, "--context-window", 16384, "--max-tokens", 1024, "--out", tmp_path / "16k")
-    assert done.returncode == 0, done.stderr
+    # The three windows are three processes, run side by side (each replay is one core's work).
+    with ThreadPoolExecutor(3) as pool:
+        sixteen, four, three = pool.map(lambda arguments: run_cli(LOGS, *arguments), [
+            ("--context-window", 16384, "--max-tokens", 1024, "--out", tmp_path / "16k"),
+            ("--context-window", 4096, "--max-tokens", 512, "--out", tmp_path / "4k"),
+            ("--context-window", 3072, "--max-tokens", 512, "--out", tmp_path / "3k")])
+    assert sixteen.returncode == 0, sixteen.stderr
     summary = json.loads((tmp_path / "16k" / "summary.json").read_text())
     assert summary["trajectories"] == 9 and summary["skipped_trajectories"] == []
     assert summary["over_budget_calls"] == 0 and summary["history_rebuilds_exactly"]
@@ -176,16 +182,14 @@ def test_real_format_logs_replay_within_budget_and_recover_exactly(tmp_path):
     assert summary["full_context_over_budget_calls"] > 0
     # At 4k every trajectory runs: the 2,030- and 2,039-token OpenHands prefixes get smaller
     # recall chunks and catalog pages instead of a refusal.
-    done = run_cli(LOGS, "--context-window", 4096, "--max-tokens", 512, "--out", tmp_path / "4k")
-    assert done.returncode == 0, done.stderr
+    assert four.returncode == 0, four.stderr
     summary = json.loads((tmp_path / "4k" / "summary.json").read_text())
     assert summary["trajectories"] == 9 and summary["skipped_trajectories"] == []
     assert summary["over_budget_calls"] == 0
     assert summary["exactly_recoverable"] == summary["observations"] > 100
     # At 3k (L = 2,560) only the trajectories whose task prefix truly cannot fit are
     # skipped, with why; the others go on.
-    done = run_cli(LOGS, "--context-window", 3072, "--max-tokens", 512, "--out", tmp_path / "3k")
-    assert done.returncode == 0, done.stderr
+    assert three.returncode == 0, three.stderr
     summary = json.loads((tmp_path / "3k" / "summary.json").read_text())
     skipped = summary["skipped_trajectories"]
     assert skipped and summary["trajectories"] + len(skipped) == 9
@@ -193,7 +197,7 @@ def test_real_format_logs_replay_within_budget_and_recover_exactly(tmp_path):
     for entry in skipped:
         assert "task prefix F" in entry["reason"] and "L = 2560" in entry["reason"]
         assert "F may be at most 1871 tokens" in entry["reason"]
-        assert f"{entry['id']}: skipped: the task prefix F" in done.stderr
+        assert f"{entry['id']}: skipped: the task prefix F" in three.stderr
 
 
 def test_the_peers_replay_the_same_logs_side_by_side(tmp_path):
