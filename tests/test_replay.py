@@ -272,3 +272,26 @@ def test_kv_claims_replay_is_the_connectors_rule_with_moves_counted():
     # Runs shorter than min_run do not count; the first prompt of a session, nothing.
     assert replay((earlier, 0), (list(range(64)) + list(range(10, 20)), 64))[1]["relocatable"] == 0
     assert replay((continued, 0)) == [{"claimable": 0, "staged": 0, "relocatable": 0}]
+
+def test_the_floor_counts_what_is_new_at_every_step_compactions_included(smol):
+    """The uncached prefill's floor is what is new at each step. A call's ``new_tokens`` (its
+    new turns as shown, a new recall's text, after the rest of the previous prompt's last
+    block) is exactly what the engine prefills on every call without a compaction, where the
+    truth is known; on a compaction call it is what it would have prefilled had nothing moved,
+    and the floor counts that, not nothing (before 2026-12-06 it left those calls out)."""
+    from arc_vllm.core.config import ArcConfig
+    from arc_vllm.replay.replay import replay_one, uncached_prefill
+
+    trajectories = load(SAMPLE).trajectories
+    for percent in (40, 100):
+        config = ArcConfig.for_window(4096, 512, compact_to_percent=percent)
+        calls = [call for trajectory in trajectories for call in replay_one(trajectory, config, smol)["calls"]]
+        uncached = [call["prompt_tokens"] - call["prefix_reusable_tokens"] for call in calls]
+        compacted = [call["compacted"] for call in calls]
+        assert sum(compacted) >= 10 and not all(compacted)
+        assert all(call["new_tokens"] == tokens for call, tokens, moved in zip(calls, uncached, compacted) if not moved)
+        # (equal where the compaction only cited the new turn in place: nothing before it moved)
+        assert all(0 < call["new_tokens"] <= tokens for call, tokens, moved in zip(calls, uncached, compacted) if moved)
+        figures = uncached_prefill(calls)
+        assert figures["floor"] == sum(min(tokens, call["new_tokens"]) for call, tokens in zip(calls, uncached))
+        assert figures["floor"] > sum(tokens for tokens, moved in zip(uncached, compacted) if not moved)

@@ -375,6 +375,11 @@ class ArcContext:
     def _recent_tokens(self) -> int:
         return sum(self._turn_tokens(index) for index in range(self.state.boundary, len(self.turns)))
 
+    def shown_tokens(self, first_turn: int) -> int:
+        """The tokens of the turns from ``first_turn`` on as the view shows them in H (those
+        moved out of H count nothing here): what a replay counts as new at a step."""
+        return sum(self._turn_tokens(index) for index in range(max(first_turn, self.state.boundary), len(self.turns)))
+
     def _fitting_form(self, index: int) -> int:
         """Verbatim if the turn fits H's cap alone (and no client cleared it), else its
         observation cited, else minimal. The newest human turn is always verbatim."""

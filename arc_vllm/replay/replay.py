@@ -69,6 +69,7 @@ def replay_one(trajectory: Trajectory, config: ArcConfig, counter) -> dict:
     claims_most = ClaimReplay(block_size=PREFIX_BLOCK_TOKENS, max_moves=255, min_gain=32)
     calls, observations = [], []
     stored, thoughts = [], set()  # what the store holds, in order (thoughts too); which are thoughts
+    first_new = 0  # the first turn the next call shows for the first time
     for step in trajectory.steps:
         started = time.perf_counter()
         view = context.render()
@@ -77,7 +78,18 @@ def replay_one(trajectory: Trajectory, config: ArcConfig, counter) -> dict:
         hit = prefix_hit(previous_ids, token_ids, PREFIX_BLOCK_TOKENS)
         spans = claims.next(token_ids, hit)
         most = claims_most.next(token_ids, hit)
-        calls.append({"step": context.step + 1, "prompt_tokens": view.tokens,
+        # What a call would prefill had nothing moved: its new turns as shown and a recall's
+        # text new in U, after the rest of the previous prompt's last block (the cache holds
+        # whole blocks); the first call, all of it.
+        if calls:
+            previous = calls[-1]
+            recalled = view.components["U"] if view.components["U"] != previous["components"]["U"] else 0
+            new_tokens = (context.shown_tokens(first_new) + recalled
+                          + previous["prompt_tokens"] % PREFIX_BLOCK_TOKENS)
+        else:
+            new_tokens = view.tokens
+        first_new = len(context.turns)
+        calls.append({"step": context.step + 1, "prompt_tokens": view.tokens, "new_tokens": new_tokens,
                       "full_context_tokens": full_tokens, "compacted": view.compacted,
                       "render_ms": round(elapsed_ms, 3), "components": view.components,
                       "prefix_reusable_tokens": hit, "kv_claimable_tokens": spans["claimable"],
@@ -110,10 +122,16 @@ def replay_one(trajectory: Trajectory, config: ArcConfig, counter) -> dict:
 
 
 def uncached_prefill(calls: list[dict]) -> dict:
-    """Uncached prompt tokens over all calls, without and with KV reuse, and their floor."""
+    """Uncached prompt tokens over all calls, without and with KV reuse, and their floor: what
+    is new at each step. A call without a compaction prefills only that (its new turns, after
+    the rest of the previous prompt's last 128-token block); a compaction call would have
+    prefilled as much had nothing moved (``new_tokens``). (Before 2026-12-06 the floor
+    left the compaction calls out altogether, so it fell with every compaction a policy made,
+    and the excess it showed was about twice the real one: docs/replay.md.)"""
     uncached = [call["prompt_tokens"] - call["prefix_reusable_tokens"] for call in calls]
     without = sum(uncached)
-    floor = sum(tokens for tokens, call in zip(uncached, calls) if not call["compacted"])
+    floor = sum(min(tokens, call["new_tokens"]) if call["compacted"] else tokens
+                for tokens, call in zip(uncached, calls))
     claimed = sum(call["kv_staged_claimable_tokens"] for call in calls if call["compacted"])
     most = sum(call["kv_staged_claimable_tokens_most"] for call in calls if call["compacted"])
     return {"floor": floor, "without_kv_reuse": without, "with_kv_reuse": without - claimed,
@@ -164,9 +182,9 @@ def summarize(results: list[dict], config: ArcConfig, tokenizer: str, errors: li
             call["kv_staged_claimable_tokens_most"] for call in compacted),
         "compaction_kv_relocatable_tokens": sum(call["kv_relocatable_tokens"] for call in compacted),
         # What the engine prefills (prompt tokens the prefix cache does not hold), against the
-        # floor of what is new at each step: the calls without a compaction compute only that,
-        # so the compaction calls' uncached tokens are all of ARC's excess; KV reuse (the staged
-        # claims above, nothing recomputed) takes back what it claims of them.
+        # floor of what is new at each step (``uncached_prefill``): ARC's excess is what the
+        # compaction calls prefill beyond their new turns; KV reuse (the staged claims above,
+        # nothing recomputed) takes back what it claims of them.
         "uncached_prefill_tokens": uncached_prefill(calls),
         "compaction_ms_p50": round(percentile(compaction_ms, 0.5), 3),
         "compaction_ms_p99": round(percentile(compaction_ms, 0.99), 3),
