@@ -65,6 +65,12 @@ def get(base: str, path: str):
         return json.loads(response.read())
 
 
+def thread_id(stdout: str) -> str | None:
+    """The thread a ``codex exec --json`` run started or resumed (its ``thread.started`` event)."""
+    return next((event.get("thread_id") for event in map(json.loads, filter(str.strip, stdout.splitlines()))
+                 if event.get("type") == "thread.started"), None)
+
+
 def compact_runs(cli: str, base: str, work: Path, env: dict, provider: str) -> dict:
     """One CLI compacting twice, going on after each (``--compact``)."""
     if cli == "claude":
@@ -95,9 +101,7 @@ def compact_runs(cli: str, base: str, work: Path, env: dict, provider: str) -> d
                                "-m", "smol", *arguments],
                               env=env, cwd=work, capture_output=True, text=True, timeout=600)
         codex_remote.append({"rc": done.returncode, "stdout": done.stdout[-3000:], "stderr": done.stderr[-2000:],
-                             "thread_id": next((event.get("thread_id") for event in map(
-                                 json.loads, filter(str.strip, done.stdout.splitlines()))
-                                 if event.get("type") == "thread.started"), None)})
+                             "thread_id": thread_id(done.stdout)})
     return {"codex_compact": codex, "codex_remote": codex_remote}
 
 
@@ -129,9 +133,7 @@ def human_runs(cli: str, base: str, folder: Path, env: dict, provider: str) -> d
                 [prompt] if number == 0 else ["resume", "--last", prompt])
         done = subprocess.run(command, env=cli_env, cwd=work, capture_output=True, text=True, timeout=600)
         if cli == "codex" and number == 0:
-            client_id = next((event.get("thread_id") for event in map(
-                json.loads, filter(str.strip, done.stdout.splitlines())) if event.get("type") == "thread.started"),
-                None)
+            client_id = thread_id(done.stdout)
         [session] = [session for session in get(base, "/v1/arc/sessions")["sessions"]
                      if session["client_id"] == client_id] or [None]
         runs.append({"rc": done.returncode, "stderr": done.stderr[-1500:], "prompt": prompt,
@@ -162,10 +164,8 @@ def first_run(cli: str, env: dict, work: Path, provider: str, claude_id: str) ->
     done = subprocess.run([str(npm_bin_dir() / "codex"), "exec", "--json", "--skip-git-repo-check",
                            "-c", "model_provider=local", "-c", provider, "-m", "smol", PROMPT],
                           env=env, cwd=work, capture_output=True, text=True, timeout=600)
-    threads = [event.get("thread_id") for event in map(json.loads, filter(str.strip, done.stdout.splitlines()))
-               if event.get("type") == "thread.started"]
     return {"rc": done.returncode, "stdout": done.stdout[-4000:], "stderr": done.stderr[-2000:],
-            "thread_id": threads[0] if threads else None}
+            "thread_id": thread_id(done.stdout)}
 
 
 def run(folder: Path, compact: bool = False, humans: bool = False) -> dict:
