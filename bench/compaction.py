@@ -1,6 +1,7 @@
 """The low-water mark's frontier: what a compaction costs the prefix cache, by how far it cuts.
 
     .venv/bin/python bench/compaction.py [--out runs/bench/compaction.json] [--percents 50,60,70,80,90,100]
+                                         [--recent-kept 50]
 
 Replays the sample agent logs (``tests/fixtures/agent_logs``: SWE-agent, mini-swe-agent,
 OpenHands, tau-bench and ARC's own format) through ARC with the embedded model's tokenizer, at
@@ -8,13 +9,15 @@ OpenHands, tau-bench and ARC's own format) through ARC with the embedded model's
 the view to: ``--arc-compact-to-percent``), and prints for each: compactions per 100 steps,
 the uncached prefill against its floor (the tokens new at each step) without and with KV
 reuse, the mean view after the first compaction as a share of L, calls over budget, and the
-observations recalled exactly. Writes the figures as JSON. docs/replay.md shows the table and
+observations recalled exactly; with ``--recent-kept``, also for each ``recent_kept_percent``
+(how much of H's cap a compaction keeps: ``--arc-recent-kept-percent``). Writes the figures as JSON. docs/replay.md shows the table and
 the default chosen from it.
 """
 
 from __future__ import annotations
 
 import argparse
+from itertools import product
 import platform
 import sys
 from pathlib import Path
@@ -47,26 +50,33 @@ def measure(trajectories, config: ArcConfig, counter) -> dict:
             "observations": summary["observations"], "observations_exact": summary["exactly_recoverable"]}
 
 
+def numbers(text: str) -> list[int]:
+    return [int(value) for value in text.split(",")]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default="runs/bench/compaction.json")
     parser.add_argument("--percents", default="50,60,70,80,90,100",
                         help="the compact_to_percent values to replay (comma-separated)")
+    parser.add_argument("--recent-kept", default=str(ArcConfig.default_of("recent_kept_percent")),
+                        help="the recent_kept_percent values to replay (comma-separated)")
     args = parser.parse_args()
     counter = load_counter(None)
     trajectories = read_all([ROOT / "tests" / "fixtures" / "agent_logs"]).trajectories
     figures = {}
-    print(f"{'window':>7} {'compact to':>10} {'per 100 steps':>13} {'uncached/floor':>14} {'(KV reuse)':>10} "
+    print(f"{'window':>7} {'compact to':>10} {'H kept':>6} {'per 100 steps':>13} {'uncached/floor':>14} {'(KV reuse)':>10} "
           f"{'mean view':>9} {'over':>4} {'exact obs':>9}", flush=True)
     for window, max_tokens in WINDOWS:
-        for percent in (int(value) for value in args.percents.split(",")):
-            config = ArcConfig.for_window(window, max_tokens, compact_to_percent=percent)
-            row = figures[f"{window}/{percent}"] = measure(trajectories, config, counter)
-            print(f"{window:>7} {percent:>9}% {row['compactions_per_100_steps']:>13.1f} {row['uncached_vs_floor']:>14.3f} "
+        for percent, kept in product(numbers(args.percents), numbers(args.recent_kept)):
+            config = ArcConfig.for_window(window, max_tokens, compact_to_percent=percent, recent_kept_percent=kept)
+            row = figures[f"{window}/{percent}/{kept}"] = measure(trajectories, config, counter)
+            print(f"{window:>7} {percent:>9}% {kept:>5}% {row['compactions_per_100_steps']:>13.1f} {row['uncached_vs_floor']:>14.3f} "
                   f"{row['uncached_vs_floor_kv_reuse']:>10.3f} {row['mean_view_after_first_compaction']:>9.3f} "
                   f"{row['over_budget_calls']:>4} {row['observations_exact']:>4}/{row['observations']:<4}", flush=True)
     write_results({"tokenizer": counter.name, "trajectories": len(trajectories),
                    "default_compact_to_percent": ArcConfig.for_window(4096).compact_to_percent,
+                   "default_recent_kept_percent": ArcConfig.for_window(4096).recent_kept_percent,
                    "machine": platform.processor() or platform.machine(), "figures": figures}, args.out)
 
 

@@ -19,7 +19,7 @@ most it can take, is any left out), and takes its room from S's cap first, then 
 (``ArcContext``): a conversation without human turns gets exactly the caps it had before. T, the
 thinking of the tool loop the model is in (``core/thinking.py``), is part of H: its cap decides
 how much of the loop's thinking H shows whole, never more than half of H. ``recent`` is what
-compaction keeps H under (with a quarter left free) and the size above which one turn is
+compaction keeps H under (at most ``recent_kept_percent`` of it) and the size above which one turn is
 shown cited rather than verbatim once a compaction was needed. A context that shows a note
 (the server's, leading S once ARC has acted) counts it as part of S's minimum.
 

@@ -6,6 +6,9 @@ An observation joins the catalog when compaction moves its turn out of the recen
 full has its stub here, and the catalog changes only at a compaction: between compactions
 the page in the view is byte-identical, which keeps the engine's prefix cache warm.
 
+The view shows the current page as G, but not page 1 while S shows every stub it holds
+(``ArcContext._page``): that page would only repeat S.
+
 Stub j (order of entry, 1-based) is on page ceil(j/p) and on no other page; a page holds at
 most p stubs (``ArcConfig.stubs_per_page``; fewer when a large task prefix shrinks P, see
 ``core/budget.py``) of at most ``stub_max_tokens`` each plus a header, so it costs at most P

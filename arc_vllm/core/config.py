@@ -107,6 +107,10 @@ class ArcConfig:
     compact_to_percent: int = option(70, "the low-water mark: a compaction cuts the view to at most this share of L, "
                                          "so the next one comes that much later (100: only as far as the parts' "
                                          "caps need)")
+    recent_kept_percent: int = option(50, "how much of the recent turns' cap a compaction keeps of them (the "
+                                          "rest leaves for the summary): the kept turns are prefilled anew "
+                                          "after every compaction, so keeping less costs less and leaves "
+                                          "room for longer")
     thinking_budget_tokens: int = option(2048, "the most tokens of the current tool loop's thinking shown whole "
                                                "(the newest thought is always whole; older ones of the loop beyond "
                                                "it show their id and first tokens); a cap inside the recent turns'")
@@ -155,6 +159,9 @@ class ArcConfig:
         if not 10 <= self.compact_to_percent <= 100:
             raise ValueError(f"invalid ArcConfig: compact_to_percent={self.compact_to_percent} must be "
                              "between 10 and 100 (percent of L)")
+        if not 10 <= self.recent_kept_percent <= 100:
+            raise ValueError(f"invalid ArcConfig: recent_kept_percent={self.recent_kept_percent} must be "
+                             "between 10 and 100 (percent of the recent turns' cap)")
         if self.answer_room_percent > 90:
             raise ValueError(f"invalid ArcConfig: answer_room_percent={self.answer_room_percent} "
                              "must be at most 90 (percent of the context window)")

@@ -212,7 +212,7 @@ class ArcContext:
             return CommandResult(False, f"`{command.text}`: {command.error}")
         if isinstance(command, (CatalogNext, CatalogPage)):
             result = self.catalog.execute(command)
-            if result.ok and not self.has_acted:  # no page in the view yet: the answer shows it
+            if result.ok and not self._page():  # no page in the view (yet, or S lists it): the answer shows it
                 return CommandResult(True, f"{result.text}\n{self.catalog.render()}")
             return result
         return self.recall.execute(command, self.step)
@@ -437,15 +437,20 @@ class ArcContext:
         self._fit_thinking()  # first: a turn's size in H is with its thought as shown
         for index in range(state.boundary, len(self.turns)):
             self._set_form(index, self._fitting_form(index))
-        # Leave a quarter of H's cap free, so the next turns append without another
-        # compaction (each compaction costs the engine the cached prefix after S). H's cap is
-        # read anew each time: a human turn leaving H grows W.
-        while state.boundary < len(self.turns) - 1 and (self._recent_tokens() > self._caps()[1] * 3 // 4
+        # Keep at most recent_kept_percent of H's cap, so the next turns append without another
+        # compaction: each compaction prefills the kept H anew, so the less it keeps the less it
+        # costs and the later the next one comes (docs/replay.md: the frontier, measured). H's
+        # cap is read anew each time: a human turn leaving H grows W.
+        while state.boundary < len(self.turns) - 1 and (self._recent_tokens() > self._recent_kept_tokens()
                                                          or self._estimate() > self.low_water_tokens):
             self._move_boundary(state.boundary + 1)
         self._list_hidden_thoughts()
         self.summarizer.shrink(self.turns, state, self._caps()[0], self.sizer.text)
         state.num_compactions += 1
+
+    def _recent_kept_tokens(self) -> int:
+        """What a compaction keeps of H at most (``recent_kept_percent`` of H's cap)."""
+        return self._caps()[1] * self.config.recent_kept_percent // 100
 
     @property
     def low_water_tokens(self) -> int:
@@ -601,8 +606,20 @@ class ArcContext:
     def _page(self) -> str:
         """G: the catalog's current page, once ARC has acted (before, the view is the client's
         conversation as sent; a context over a store that already holds observations, a
-        session whose client rewrote its history say, lists them from its first compaction)."""
-        return self.catalog.render() if self.has_acted else ""
+        session whose client rewrote its history say, lists them from its first compaction),
+        and unless it is page 1 and S already shows every stub it holds (``_summary_lists_catalog``):
+        that page would repeat S, and each compaction would prefill it anew."""
+        if not self.has_acted or (self.catalog.current == 1 and self._summary_lists_catalog()):
+            return ""
+        return self.catalog.render()
+
+    def _summary_lists_catalog(self) -> bool:
+        """Whether every catalog entry is the observation of a turn S shows in full form (by its
+        stub, or inline): no thought (S names it by id only), no user's words (they are in W),
+        nothing collapsed, elided, or carried from an earlier context."""
+        shown = {turn.obs_id for turn in self.turns[self.state.collapsed:self.state.boundary]
+                 if turn.obs_id is not None and not turn.human}
+        return all(id in shown for id in self.catalog.entries)
 
     def _humans_and_summary(self) -> tuple[tuple[str, int], tuple[str, int]]:
         """W and S, each as text and its estimate. W stands after F, apart from S, so that S's
