@@ -53,10 +53,13 @@ def test_kv_reuse_implies_arc_and_names_the_connector(monkeypatch):
 @pytest.fixture(scope="module")
 def reusing(tmp_path_factory):
     """``arc-vllm serve --arc-kv-reuse`` on the tiny model, its engine in processes of its own
-    (the connector's two sides talk only through vLLM's per-step metadata)."""
+    (the connector's two sides talk only through vLLM's per-step metadata). Compactions keep
+    three quarters of H's cap (the default keeps half, which at this window leaves only the
+    newest log): kept turns are what moves, and what the connector has to claim."""
     folder = tmp_path_factory.mktemp("kv-reuse")
     (folder / "prometheus").mkdir()
-    server = Server(str(prepare_tiny()), folder / "server.log", "--arc-kv-reuse", in_process_engine=False,
+    server = Server(str(prepare_tiny()), folder / "server.log", "--arc-kv-reuse", "--arc-recent-kept-percent", "75",
+                    in_process_engine=False,
                     env={"PROMETHEUS_MULTIPROC_DIR": str(folder / "prometheus")})
     try:
         yield server.wait()
@@ -188,11 +191,12 @@ def test_bench_kv_reuse_writes_its_figures(tmp_path):
 def test_the_diagnosis_separates_where_reused_kvs_error_comes_from(tmp_path):
     """``--diagnose`` reads the reused and the recomputed KV back from the engine's cache, in
     bfloat16 with the vec kernel forced where the engine would take amx (run unchanged on a
-    machine without AMX, where vec is the engine's own choice). 14 compaction turns: the first
-    12 of the sample move nothing (compactions that cite in place, issue 54), the last 2 do."""
+    machine without AMX, where vec is the engine's own choice). 18 compaction turns: of the
+    sample's first 16 none moves enough for the connector to claim (compactions that cite in
+    place, and since 2026-12-06 no catalog page that repeats S, issue 54); the 17th does."""
     out = tmp_path / "diagnose"
     done = subprocess.run([str(Path(sys.executable).parent / "arc-vllm"), "bench", "kv-reuse",
-                           "--model", str(prepare_tiny()), "--turns", "14", "--recompute", "0", "--chains", "0",
+                           "--model", str(prepare_tiny()), "--turns", "18", "--recompute", "0", "--chains", "0",
                            "--niah-tasks", "0", "--diagnose", "--dtype", "bfloat16", "--attention-isa", "vec",
                            "--out", str(out)],
                           capture_output=True, text=True, timeout=900, cwd=ROOT,
@@ -239,7 +243,8 @@ def test_bench_kv_reuse_refuses_bad_options_clearly(capsys):
     from arc_vllm.evaluation.kv_reuse_bench import main
 
     for argv, message in ((["--recompute", "x"], "expected comma-separated integers"),
-                          (["--recompute", "-1"], "N >= 0"), (["no/such/log.jsonl"], "no such file")):
+                          (["--recompute", "-1"], "N >= 0"), (["no/such/log.jsonl"], "no such file"),
+                          (["--recent-kept-percent", "5"], "expected 10 to 100")):
         with pytest.raises(SystemExit):
             main(argv)
         assert message in capsys.readouterr().err

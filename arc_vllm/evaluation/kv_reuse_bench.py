@@ -294,7 +294,8 @@ def measure_pairs(runner: SessionRunner, pairs: list[dict], modes: dict) -> tupl
 def run(out: str, paths: list[str], model: str | None, context_window: int, max_tokens: int,
         pairs_limit: int, recompute: list[int], niah_tasks: int, niah_max_calls: int, chains: int = 2,
         dtype: str = "auto", attention_isa: str = "auto", diagnose: bool = False,
-        max_moves: int | None = None, min_gain: int | None = None) -> dict:
+        max_moves: int | None = None, min_gain: int | None = None,
+        recent_kept_percent: int | None = None) -> dict:
     from arc_vllm.core.config import ArcConfig
     from arc_vllm.core.tokens import load_counter
 
@@ -304,7 +305,8 @@ def run(out: str, paths: list[str], model: str | None, context_window: int, max_
     backend, where = start_engine(model, context_window, dtype, attention_isa, max_moves, min_gain)
     try:
         counter = load_counter(backend.model)
-        replayed = replayed_views(paths, ArcConfig.for_window(context_window, max_tokens), counter)
+        kept = {} if recent_kept_percent is None else {"recent_kept_percent": recent_kept_percent}
+        replayed = replayed_views(paths, ArcConfig.for_window(context_window, max_tokens, **kept), counter)
         pairs = compaction_pairs(replayed, pairs_limit)
         if not pairs:
             raise ValueError(f"no compaction turn in {', '.join(paths)} at --context-window {context_window}")
@@ -380,6 +382,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--context-window", type=int, default=4096,
                         help="L_ctx of the replayed views and the engine's max_model_len (default 4096)")
     parser.add_argument("--max-tokens", type=int, default=512, help="G_max of the replayed ARC context")
+    parser.add_argument("--recent-kept-percent", type=int, default=None,
+                        help="how much of H's cap the replayed ARC context keeps through a compaction "
+                             "(default ARC's, 50; more moves more KV: --arc-recent-kept-percent)")
     parser.add_argument("--turns", type=int, default=16, help="compaction turns measured (default 16)")
     parser.add_argument("--recompute", default="default,0",
                         help="comma-separated N: modes reusing KV with each run's first N tokens "
@@ -424,11 +429,13 @@ def main(argv: list[str] | None = None) -> int:
     for option in ("max_moves", "min_gain"):
         if getattr(args, option) is not None and getattr(args, option) < 0:
             parser.error(f"--{option.replace('_', '-')} {getattr(args, option)}: expected 0 or more")
+    if args.recent_kept_percent is not None and not 10 <= args.recent_kept_percent <= 100:
+        parser.error(f"--recent-kept-percent {args.recent_kept_percent}: expected 10 to 100")
     try:
         result = run(args.out, args.files, args.model, args.context_window, args.max_tokens, args.turns,
                      recompute, args.niah_tasks, args.niah_max_calls, args.chains, dtype=args.dtype,
                      attention_isa=args.attention_isa, diagnose=args.diagnose, max_moves=args.max_moves,
-                     min_gain=args.min_gain)
+                     min_gain=args.min_gain, recent_kept_percent=args.recent_kept_percent)
     except ValueError as error:
         parser.error(str(error))
     except RuntimeError as error:
