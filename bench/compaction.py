@@ -17,9 +17,9 @@ the default chosen from it.
 from __future__ import annotations
 
 import argparse
-from itertools import product
 import platform
 import sys
+from itertools import product
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))

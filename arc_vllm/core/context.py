@@ -373,7 +373,7 @@ class ArcContext:
         return self._turn(index, form)[1]
 
     def _recent_tokens(self) -> int:
-        return sum(self._turn_tokens(index) for index in range(self.state.boundary, len(self.turns)))
+        return self.shown_tokens(self.state.boundary)
 
     def shown_tokens(self, first_turn: int) -> int:
         """The tokens of the turns from ``first_turn`` on as the view shows them in H (those
@@ -616,8 +616,11 @@ class ArcContext:
     def _summary_lists_catalog(self) -> bool:
         """Whether every catalog entry is the observation of a turn S shows in full form (by its
         stub, or inline): no thought (S names it by id only), no user's words (they are in W),
-        nothing collapsed, elided, or carried from an earlier context."""
-        shown = {turn.obs_id for turn in self.turns[self.state.collapsed:self.state.boundary]
+        nothing collapsed, elided, or carried from an earlier context. (Asked by every estimate:
+        once S collapses, the answer is no without a look at the catalog.)"""
+        if self.state.collapsed:
+            return False
+        shown = {turn.obs_id for turn in self.turns[:self.state.boundary]
                  if turn.obs_id is not None and not turn.human}
         return all(id in shown for id in self.catalog.entries)
 
