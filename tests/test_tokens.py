@@ -41,6 +41,16 @@ def test_token_starts_are_exact_character_offsets(smol, text):
         assert token_bytes == text_bytes
 
 
+@given(st.text(max_size=400) | st.text(st.sampled_from("a b\x04\u00e9\u20ac\U00040000\U0001F600\n"), max_size=80))
+def test_token_by_token_offsets_equal_the_byte_by_byte_alignment(smol, text):
+    """The offsets walked token by token (the tokens' bytes checked against the text's at
+    once) are the byte-by-byte alignment's, dropped bytes (\\x04, the 0xF1 that starts
+    U+40000) and characters cut inside included."""
+    inner = getattr(smol, "inner", smol)
+    tokens = inner._backend.encode(text, add_special_tokens=False).tokens
+    assert inner._byte_level_starts(text, tokens) == inner._aligned_starts(text.encode(), tokens)
+
+
 def test_the_embedded_tokenizer_drops_bytes_its_vocabulary_lacks(smol):
     """A fact about SmolLM2's vocabulary that the store must not inherit: the model never
     sees these bytes, but the store keeps and returns them exactly."""

@@ -16,6 +16,7 @@ import hashlib
 import json
 import os
 import re
+from itertools import accumulate, pairwise
 from typing import Protocol, Sequence
 
 from arc_vllm.core.lru import CharBoundedLRU
@@ -139,6 +140,13 @@ class HFTokenCounter:
             self._byte_of = byte_of
             self._unknown_bytes = frozenset(byte for symbol, byte in byte_of.items()
                                             if symbol not in vocabulary)
+            # For str.translate (in C): symbol to the character of its byte value, so the
+            # tokens' bytes are one latin-1 string; and symbol to nothing, so what is left is
+            # what no byte stands for.
+            self._as_latin1 = {ord(symbol): byte for symbol, byte in byte_of.items()}
+            self._symbols_removed = dict.fromkeys(self._as_latin1)
+            self._unknown_pattern = re.compile(b"[" + b"".join(re.escape(bytes([byte])) for byte in sorted(
+                self._unknown_bytes)) + b"]") if self._unknown_bytes else None
         else:
             self._byte_of = None
 
@@ -159,8 +167,63 @@ class HFTokenCounter:
         offsets are wrong around bytes its vocabulary lacks (it drops them silently), so the
         tokens are aligned with the text's bytes instead, stepping over dropped bytes. A token
         that starts inside a multi-byte character repeats the previous token's offset, so
-        "offset greater than the previous one" means "a cut may fall here"."""
+        "offset greater than the previous one" means "a cut may fall here".
+
+        The tokens' bytes are compared with the text's, less the dropped ones, in C; where they
+        are equal (always, but for tokens that hold a byte the vocabulary lacks alone) the walk
+        goes token by token, not byte by byte (a recall or a human turn's cut tokenises whole
+        observations). ``_aligned_starts`` is the byte-by-byte walk, and gives the same."""
         data = text.encode("utf-8")
+        joined = "".join(tokens)
+        if joined.translate(self._symbols_removed):  # a symbol no byte stands for
+            return self._aligned_starts(data, tokens)
+        dropped = [match.start() for match in self._unknown_pattern.finditer(data)] if self._unknown_bytes else []
+        if joined.translate(self._as_latin1).encode("latin-1") != (
+                data.translate(None, bytes(self._unknown_bytes)) if dropped else data):
+            return self._aligned_starts(data, tokens)
+        if dropped:
+            spans = self._spans_stepping_over(dropped, tokens)
+        else:
+            offsets = list(accumulate(map(len, tokens), initial=0))  # one symbol, one byte
+            if data.isascii():  # one byte, one character
+                return offsets[:-1]
+            spans = pairwise(offsets)
+        starts, boundary, char, previous_end = [], 0, 0, 0
+        for position, end in spans:
+            # A cut may fall before this token if a character starts between the previous
+            # token's end and this token's first byte (a dropped byte may be that start).
+            if position == previous_end:
+                cut = position if data[position] & 0xC0 != 0x80 else None
+            else:
+                cut = next((byte for byte in range(previous_end, position + 1) if data[byte] & 0xC0 != 0x80), None)
+            if cut is not None:
+                char += len(data[boundary:cut].decode("utf-8"))
+                boundary = cut
+                starts.append(char)
+            else:  # inside a character: no cut before this token, as the repeated offset says
+                starts.append(starts[-1] if starts else 0)
+            previous_end = end
+        return starts
+
+    @staticmethod
+    def _spans_stepping_over(dropped: list[int], tokens: list[str]) -> list[tuple[int, int]]:
+        """Where each token's bytes start and end in the text, the ``dropped`` byte positions
+        (sorted) stepped over: before a token and inside it."""
+        spans, position, next_dropped = [], 0, 0
+        for token in tokens:
+            while next_dropped < len(dropped) and dropped[next_dropped] == position:
+                position, next_dropped = position + 1, next_dropped + 1
+            start, remaining = position, len(token)
+            while next_dropped < len(dropped) and dropped[next_dropped] < position + remaining:
+                remaining -= dropped[next_dropped] - position
+                position, next_dropped = dropped[next_dropped] + 1, next_dropped + 1
+            position += remaining
+            spans.append((start, position))
+        return spans
+
+    def _aligned_starts(self, data: bytes, tokens: list[str]) -> list[int] | None:
+        """Tokens aligned with the text's bytes one byte at a time, stepping over the bytes
+        the vocabulary lacks; None where the tokens are not the text's bytes."""
         byte_of, unknown = self._byte_of, self._unknown_bytes
         starts = []
         position = boundary = char = 0
