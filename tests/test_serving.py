@@ -4,6 +4,7 @@ A tiny random-weight model (same tokenizer and chat template as the embedded mod
 the plumbing tests; the embedded SmolLM2 serves the in-server recall loop.
 """
 
+import itertools
 import json
 import shutil
 import urllib.error
@@ -636,11 +637,15 @@ def test_interleaved_conversations_and_callers_never_mix(arc_server):
     _, model = client_for(arc_server)
     clients = {key: OpenAI(base_url=arc_server.base + "/v1", api_key=key, max_retries=0) for key in ("k1", "k2")}
 
+    examples = itertools.count()
+
     @settings(max_examples=3, deadline=None)
-    @given(st.permutations([(key, tag) for key in clients for tag in ("a", "b") for _ in range(3)]),
-           st.integers(0, 10 ** 9))
-    def run(order, nonce):
-        conversations = {(key, tag): [{"role": "user", "content": f"Task {tag} ({nonce})."}]
+    @given(st.permutations([(key, tag) for key in clients for tag in ("a", "b") for _ in range(3)]))
+    def run(order):
+        # Each example's conversations are new ones: the same first message would continue
+        # the sessions an earlier example (or a replay while shrinking) started, as it should.
+        example = next(examples)
+        conversations = {(key, tag): [{"role": "user", "content": f"Task {tag} ({example})."}]
                          for key in clients for tag in ("a", "b")}
         seen = {}
         for key, tag in order:
