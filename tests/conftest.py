@@ -111,10 +111,12 @@ def shared_server(kind: str, doc: str):
     return server
 
 
-# Shared servers start a few tests ahead of their first user and stop after their last: a
+# Shared servers start some tests ahead of their first user and stop after their last: a
 # start-up (tens of seconds of CPU, most of it importing vLLM) overlaps the tests before it, and
-# the run holds only the servers in use (each is about 3 GB: the API process and the engine).
-LOOKAHEAD = 6  # tests
+# the run holds only the servers in use (a tiny model's is about 1.8 GB: the API process and
+# the engine with its 256 MiB KV cache). Many tests take well under a second, so 6 tests ahead
+# left a start-up 0 to 2 s of lead where 40 leave 35 to 240 s; the run then holds at most 7.
+LOOKAHEAD = 40  # tests
 
 
 def kinds_of(item) -> set[str]:
@@ -173,6 +175,17 @@ smol_server = shared_server("smol", "ARC on the embedded model (SmolLM2, float32
                             "server, and any test that needs a model that answers.")
 r1_server = shared_server("r1", "ARC on the tiny DeepSeek-R1-format model: R1's tokenizer and template (from its GGUF "
                           "header), ``--reasoning-parser deepseek_r1``, ``--tool-call-parser hermes``, 32,768 tokens.")
+
+durable_server = shared_server("durable", "ARC with a store folder (``server.log.parent / 'sessions'``), for a test that "
+                               "kills it with -9 and restarts on the folder.")
+capped_server = shared_server("capped", "ARC under ``--arc-max-sessions 20``, without a store folder.")
+capped_durable_server = shared_server("capped_durable", "ARC under ``--arc-max-sessions 20`` with a store folder.")
+plugin_arc_server = shared_server("plugin_arc", "vLLM's own server module with ``--arc`` (the plugin) and the embedded "
+                                  "model's tool-calling template; its Prometheus folder beside its log.")
+kv_reuse_server = shared_server("kv_reuse", "ARC with ``--arc-kv-reuse`` (its engine in processes of its own) and "
+                                "``--arc-recent-kept-percent 75``; its Prometheus folder beside its log.")
+wide_server = shared_server("wide", "ARC on the tiny model at 32,768 tokens, served as ``smol``, outputs forced "
+                            "(``tests/helpers/short_answers.py``): the CLIs' grown first requests.")
 
 
 @pytest.fixture(scope="session")

@@ -34,16 +34,13 @@ from pathlib import Path
 
 import pytest
 
-from arc_vllm.model_prep import prepare_tiny
 from arc_vllm.paths import npm_bin_dir
 from arc_vllm.ray_cluster import isolated_command
-from arc_vllm.serving.local import Server
 
 pytestmark = pytest.mark.slow
 REPO = Path(__file__).resolve().parents[1]
 FIXTURES = REPO / "tests" / "fixtures" / "clients"
 WINDOW = 32768
-SHORT_ANSWERS = ("--logits-processors", "tests.helpers.short_answers:ShortAnswers")
 
 
 def needs_clis():
@@ -121,14 +118,6 @@ def test_codexs_remote_compaction_is_answered_with_arcs_item_and_continues_the_s
     assert all(records[index + 1]["engine_calls"] >= 1 for index in triggers)
     assert session["rebases"] == 0  # the item continued the session: nothing rewritten, nothing lost
     assert all(record["view_tokens"] <= record["budget_tokens"] for record in records)
-
-
-@pytest.fixture(scope="module")
-def wide_server(tmp_path_factory):
-    server = Server(str(prepare_tiny()), tmp_path_factory.mktemp("wide") / "server.log", "--served-model-name", "smol",
-                    *SHORT_ANSWERS, max_model_len=WINDOW, env={"PYTHONPATH": str(REPO)}).wait()
-    yield server
-    server.stop()
 
 
 def post(server, path: str, body: dict, headers: dict):

@@ -16,7 +16,6 @@ from openai import OpenAI
 
 from arc_vllm.kv.config import default_recompute_tokens
 from arc_vllm.model_prep import prepare_tiny
-from arc_vllm.serving.local import Server
 
 from tests.helpers.arguments import parse
 from tests.helpers.conversations import tool_turn
@@ -50,28 +49,11 @@ def test_kv_reuse_implies_arc_and_names_the_connector(monkeypatch):
         assert (extra["max_moves"], extra["min_gain"]) == (3, 32)
 
 
-@pytest.fixture(scope="module")
-def reusing(tmp_path_factory):
-    """``arc-vllm serve --arc-kv-reuse`` on the tiny model, its engine in processes of its own
-    (the connector's two sides talk only through vLLM's per-step metadata). Compactions keep
-    three quarters of H's cap (the default keeps half, which at this window leaves only the
-    newest log): kept turns are what moves, and what the connector has to claim."""
-    folder = tmp_path_factory.mktemp("kv-reuse")
-    (folder / "prometheus").mkdir()
-    server = Server(str(prepare_tiny()), folder / "server.log", "--arc-kv-reuse", "--arc-recent-kept-percent", "75",
-                    in_process_engine=False,
-                    env={"PROMETHEUS_MULTIPROC_DIR": str(folder / "prometheus")})
-    try:
-        yield server.wait()
-    finally:
-        server.stop()
-
-
 @pytest.mark.slow
-def test_a_session_through_compactions_reuses_kv_and_loses_nothing(reusing):
-    status, session = call(reusing.base, "POST", "/v1/arc/sessions")
+def test_a_session_through_compactions_reuses_kv_and_loses_nothing(kv_reuse_server):
+    status, session = call(kv_reuse_server.base, "POST", "/v1/arc/sessions")
     assert status == 201
-    client = OpenAI(base_url=reusing.base + "/v1", api_key="none", max_retries=0)
+    client = OpenAI(base_url=kv_reuse_server.base + "/v1", api_key="none", max_retries=0)
     model = client.models.list().data[0].id
     messages = [{"role": "system", "content": "You are an agent."},
                 {"role": "user", "content": "Read every log and report anomalies."}]
@@ -102,7 +84,7 @@ def test_a_session_through_compactions_reuses_kv_and_loses_nothing(reusing):
             assert 0 < arc["compaction_uncached_tokens"] <= arc["view_tokens"]
         else:
             assert arc["compaction_freed_tokens"] == arc["compaction_uncached_tokens"] == 0
-    metrics = urllib.request.urlopen(reusing.base + "/metrics").read().decode()
+    metrics = urllib.request.urlopen(kv_reuse_server.base + "/metrics").read().decode()
     engine = {}
     for line in metrics.splitlines():  # summed over label sets (the connector's carry vLLM's labels)
         if line.startswith(("arc_engine_", "arc_kv_")):
@@ -110,17 +92,17 @@ def test_a_session_through_compactions_reuses_kv_and_loses_nothing(reusing):
             engine[name] = engine.get(name, 0) + float(line.split()[-1])
     assert engine["arc_kv_reuse_enabled"] == 1  # the start-up layout check passed
     # ... and says so in the server's log, with the recomputation the API process runs with.
-    log = Path(reusing.log).read_text(errors="replace")
+    log = Path(kv_reuse_server.log).read_text(errors="replace")
     assert "KV-reuse layout check passed" in log
     assert "tokens of each reused run are recomputed (the default for" in log
     # The connector supplied KV, counted apart from the prefix cache's, within the prompts.
     assert engine["arc_engine_kv_reused_tokens_total"] > 0
     assert engine["arc_engine_kv_reused_tokens_total"] + engine["arc_engine_prefix_cached_tokens_total"] \
         <= engine["arc_engine_prompt_tokens_total"]
-    status, info = call(reusing.base, "GET", f"/v1/arc/sessions/{session['id']}")
+    status, info = call(kv_reuse_server.base, "GET", f"/v1/arc/sessions/{session['id']}")
     assert info["observations"] == 24 and info["requests"] == 24
     # The session's records keep the same figures, and Prometheus sums them.
-    status, records = call(reusing.base, "GET", f"/v1/arc/sessions/{session['id']}/requests")
+    status, records = call(kv_reuse_server.base, "GET", f"/v1/arc/sessions/{session['id']}/requests")
     for name in ("compaction_freed_tokens", "compaction_uncached_tokens"):
         assert [record[name] for record in records] == [arc[name] for arc in arcs]
         served = sum(float(line.split()[-1]) for line in metrics.splitlines()
@@ -129,7 +111,7 @@ def test_a_session_through_compactions_reuses_kv_and_loses_nothing(reusing):
 
 
 @pytest.mark.slow
-def test_every_metric_the_grafana_dashboard_queries_is_on_metrics(reusing):
+def test_every_metric_the_grafana_dashboard_queries_is_on_metrics(kv_reuse_server):
     """docs/grafana/arc-vllm.json against a running server's /metrics (this one has every
     ARC metric: the engine hook's, the KV-reuse connector's, the API process's)."""
     import re
@@ -140,10 +122,10 @@ def test_every_metric_the_grafana_dashboard_queries_is_on_metrics(reusing):
     assert len(queried) >= 15
     # One ARC request, so that every histogram and counter has samples even when this test
     # runs alone.
-    client = OpenAI(base_url=reusing.base + "/v1", api_key="none", max_retries=0)
+    client = OpenAI(base_url=kv_reuse_server.base + "/v1", api_key="none", max_retries=0)
     client.chat.completions.create(model=client.models.list().data[0].id, max_tokens=2,
                                    messages=[{"role": "user", "content": "hello"}])
-    metrics = urllib.request.urlopen(reusing.base + "/metrics").read().decode()
+    metrics = urllib.request.urlopen(kv_reuse_server.base + "/metrics").read().decode()
     exported = {re.split(r"[{ ]", line, maxsplit=1)[0] for line in metrics.splitlines()
                 if line and not line.startswith("#")}
     assert queried <= exported, sorted(queried - exported)

@@ -17,8 +17,6 @@ from pathlib import Path
 import pytest
 from openai import OpenAI
 
-from arc_vllm.model_prep import TOOLS_TEMPLATE, prepare_tiny
-from arc_vllm.serving.local import Server
 from tests.helpers.arguments import parse
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -95,19 +93,11 @@ def request(base, method, path, body=None):
 
 
 @pytest.fixture(scope="module")
-def servers(tmp_path_factory, plain_server):
+def servers(plugin_arc_server, plain_server):
     """vLLM's own server module on the tiny model with --arc, beside the run's shared plain
-    vLLM (the same module without it, ``tests/helpers/servers.py``), both with the embedded
-    model's tool-calling template."""
-    folder = tmp_path_factory.mktemp("plugin")
-    metrics = folder / "prometheus"
-    metrics.mkdir()
-    with_arc = Server(str(prepare_tiny()), folder / "arc.log", "--arc", "--chat-template", str(TOOLS_TEMPLATE),
-                      vllm_entry=True, env={"PROMETHEUS_MULTIPROC_DIR": str(metrics)})
-    try:
-        yield with_arc.wait(), plain_server
-    finally:
-        with_arc.stop()
+    vLLM (the same module without it), both with the embedded model's tool-calling template
+    (``tests/helpers/servers.py``)."""
+    return plugin_arc_server, plain_server
 
 
 MESSAGES = [{"role": "system", "content": "You are a careful agent. " * 40},

@@ -284,10 +284,10 @@ def test_a_streamed_request_that_fails_before_its_first_event_gets_an_http_error
     assert reply.model_extra["arc"]["session"] == sid and held()["requests"] == 2
 
 
-def test_durable_sessions_survive_kill_9(tmp_path):
-    store_dir = tmp_path / "sessions"
+def test_durable_sessions_survive_kill_9(durable_server, tmp_path):
+    server = durable_server  # started ahead, on a store folder of its own
+    store_dir = server.log.parent / "sessions"
     model = str(prepare_tiny())
-    server = Server(model, tmp_path / "first.log", "--arc-store-dir", str(store_dir)).wait()
     try:
         client, name = client_for(server)
         _, session = call(server.base, "POST", "/v1/arc/sessions")
@@ -530,18 +530,10 @@ def test_a_prefix_at_the_stated_maximum_is_served_past_compactions(arc_server):
 
 
 @pytest.fixture(scope="module")
-def capped_servers(tmp_path_factory):
+def capped_servers(capped_durable_server, capped_server):
     """Two servers under ``--arc-max-sessions 20``, with a store folder (True) and without
-    (False), started side by side: their start-ups share the two cores."""
-    folder = tmp_path_factory.mktemp("capped")
-    servers = {durable: Server(str(prepare_tiny()), folder / f"durable-{durable}.log", "--arc-max-sessions", "20",
-                               *(["--arc-store-dir", str(folder / "sessions")] if durable else []))
-               for durable in (True, False)}
-    try:
-        yield {durable: server.wait() for durable, server in servers.items()}
-    finally:
-        for server in servers.values():
-            server.stop()
+    (False)."""
+    return {True: capped_durable_server, False: capped_server}
 
 
 @pytest.mark.parametrize("durable", [True, False])

@@ -26,6 +26,9 @@ from arc_vllm.serving.local import Server
 
 REPO = Path(__file__).resolve().parents[2]
 SHORT_ANSWERS = ("--logits-processors", "tests.helpers.short_answers:ShortAnswers")  # the repository on PYTHONPATH
+# The tiny models' KV cache: 256 MiB holds a million of their tokens, far beyond 16 sequences
+# of a 32k window, and a run holds several of these servers at once.
+TINY_KV_CACHE_BYTES = 2 ** 28
 # vLLM keeps Responses API responses only with this (GET /v1/responses/{id}); off by default.
 STORE = {"VLLM_ENABLE_RESPONSES_API_STORE": "1"}
 KINDS = {
@@ -46,11 +49,28 @@ KINDS = {
     # The embedded model (SmolLM2) for the real clients and the tests that need a model that
     # answers: float32, a 16k window (sessions may ask for a smaller one).
     "smol": dict(extra=("--dtype", "float32"), vllm_entry=False, model=lambda: default_model_dir(require=True),
-                 max_model_len=16384, env={"VLLM_ALLOW_LONG_MAX_MODEL_LEN": "1", "VLLM_CPU_KVCACHE_SPACE": "4"}),
+                 max_model_len=16384, env={"VLLM_ALLOW_LONG_MAX_MODEL_LEN": "1"}, kv_cache_bytes=4 * 2 ** 30),
     "r1": dict(extra=("--reasoning-parser", "deepseek_r1", "--enable-auto-tool-choice", "--tool-call-parser", "hermes",
                       *SHORT_ANSWERS),
                vllm_entry=False, model=lambda: reasoning_model.prepare("r1"), max_model_len=32768,
                env={"PYTHONPATH": str(REPO)}),
+    # Servers of one module each, started ahead like the others (their start-ups overlap earlier
+    # tests): a store folder to kill -9 and restart on (test_serving.py), the session cap with
+    # and without one, vLLM's own module with --arc (test_plugin.py), KV reuse with its engine
+    # in processes of its own (test_kv_reuse.py), a 32k window for the CLIs' grown first
+    # requests (test_agent_clis.py).
+    "durable": dict(extra=("--arc-store-dir", "{folder}/sessions"), vllm_entry=False),
+    "capped": dict(extra=("--arc-max-sessions", "20"), vllm_entry=False),
+    "capped_durable": dict(extra=("--arc-max-sessions", "20", "--arc-store-dir", "{folder}/sessions"),
+                           vllm_entry=False),
+    "plugin_arc": dict(extra=("--arc", "--chat-template", str(TOOLS_TEMPLATE)), vllm_entry=True,
+                       env={"PROMETHEUS_MULTIPROC_DIR": "{folder}/prometheus"}),
+    # Compactions keep three quarters of H's cap: the default keeps half, which at this window
+    # leaves only the newest log, and kept turns are what the connector has to claim.
+    "kv_reuse": dict(extra=("--arc-kv-reuse", "--arc-recent-kept-percent", "75"), vllm_entry=False,
+                     in_process_engine=False, env={"PROMETHEUS_MULTIPROC_DIR": "{folder}/prometheus"}),
+    "wide": dict(extra=("--served-model-name", "smol", *SHORT_ANSWERS), vllm_entry=False, max_model_len=32768,
+                 env={"PYTHONPATH": str(REPO)}),
 }
 _started: dict[str, Server] = {}
 _ready: set[str] = set()
@@ -62,15 +82,19 @@ def launch(kind: str) -> None:
     if kind not in _started:
         spec = KINDS[kind]
         folder = Path(tempfile.mkdtemp(prefix=f"arc-{kind}-"))
+        (folder / "prometheus").mkdir()
         extra = [argument.format(folder=folder) for argument in spec["extra"]]
+        env = {name: value.format(folder=folder) for name, value in {**STORE, **spec.get("env", {})}.items()}
         model = spec.get("model", prepare_tiny)()
         _started[kind] = Server(str(model), folder / "server.log", *extra, vllm_entry=spec["vllm_entry"],
-                                max_model_len=spec.get("max_model_len", 4096),
-                                env={**STORE, **spec.get("env", {})})
+                                max_model_len=spec.get("max_model_len", 4096), env=env,
+                                in_process_engine=spec.get("in_process_engine", True),
+                                kv_cache_bytes=spec.get("kv_cache_bytes", TINY_KV_CACHE_BYTES))
 
 
 def shared(kind: str) -> Server:
-    """The ``kind`` server (the tiny model's: 4,096 tokens), started on first use, healthy."""
+    """The ``kind`` server (the tiny model's: 4,096 tokens), started on first use, healthy. Its
+    folder (``server.log.parent``) holds what ``{folder}`` names in its arguments."""
     launch(kind)
     if kind not in _ready:
         _started[kind].wait()
