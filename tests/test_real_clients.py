@@ -3,8 +3,8 @@ packages mini-swe-agent (its default text-based config, commands in its bubblewr
 without network), openai-agents (a function tool; on chat completions and on its default
 Responses model) and the OpenAI client with native tool calls. Each runs at a 4k window, where
 ARC compacts, and a 16k one, where the conversation fits (sessions of the shared 16k server,
-``smol_server``, run concurrently so the engine batches them), and must get no error from ARC,
-whatever the small model says.
+``smol_server``): all eight runs at once, so the engine batches them, and each must get no
+error from ARC, whatever the small model says.
 
 SmolLM2's positions end at 8,192; the 16k server is allowed past that (the prompts here stay
 far below it) so one engine serves both windows. float32 prefills faster on this CPU.
@@ -29,16 +29,59 @@ WINDOWS = (4096, 16384)  # a window ARC compacts in, and one the conversation fi
 TURNS = 7
 
 
-def each_window(run):
-    with ThreadPoolExecutor(len(WINDOWS)) as pool:
-        return dict(zip(WINDOWS, pool.map(run, WINDOWS)))
-
-
-def test_mini_swe_agent_default_text_config(smol_server):
+def mini_swe_agent_run(base: str, window: int) -> dict:
     import mini_swe_agent
 
-    outcomes = each_window(lambda window: mini_swe_agent.run(smol_server.base, 10, window))
-    for window, outcome in outcomes.items():
+    return mini_swe_agent.run(base, 10, window)
+
+
+def openai_agents_run(base: str, window: int, responses: bool = False) -> dict:
+    import openai_agents
+
+    return asyncio.run(openai_agents.run(base, TURNS, window, responses=responses))
+
+
+def openai_tools_run(base: str, window: int) -> dict:
+    import openai_tools
+
+    return openai_tools.run(base, TURNS, window)
+
+
+CLIENTS = {"mini-swe-agent": mini_swe_agent_run, "openai-agents": openai_agents_run,
+           "openai-agents responses": lambda base, window: openai_agents_run(base, window, responses=True),
+           "openai tools": openai_tools_run}
+
+
+@pytest.fixture(scope="module")
+def outcomes(smol_server):
+    """Every client at every window at once, as agents share a server: the engine batches their
+    decodes, and one client's own work (litellm, the sandbox's commands) overlaps the others'
+    model calls. The clients' packages are imported first: threads must not race to import
+    them. A client that raised raises again in its own test."""
+    import agents  # noqa: F401
+    import litellm  # noqa: F401
+    import mini_swe_agent  # noqa: F401
+    import minisweagent.agents.default  # noqa: F401
+    import minisweagent.models.litellm_textbased_model  # noqa: F401
+    import openai_agents  # noqa: F401
+    import openai_tools  # noqa: F401
+
+    runs = [(name, window) for name in CLIENTS for window in WINDOWS]
+    with ThreadPoolExecutor(len(runs)) as pool:
+        futures = {run: pool.submit(CLIENTS[run[0]], smol_server.base, run[1]) for run in runs}
+        return {run: future.exception() or future.result() for run, future in futures.items()}
+
+
+def each_window(outcomes, name: str) -> dict:
+    results = {window: outcomes[name, window] for window in WINDOWS}
+    for outcome in results.values():
+        if isinstance(outcome, BaseException):
+            raise outcome
+    return results
+
+
+def test_mini_swe_agent_default_text_config(outcomes):
+    for window, outcome in each_window(outcomes, "mini-swe-agent").items():
         assert outcome["model_calls"] == 10, window  # ten calls, every one answered
         assert outcome["exit"]["exit_status"] in ("LimitsExceeded", "Submitted")
         arc = outcome["arc"]
@@ -47,36 +90,30 @@ def test_mini_swe_agent_default_text_config(smol_server):
         assert arc["occurrences"] >= 9
 
 
-def test_openai_agents_with_a_function_tool(smol_server):
-    import openai_agents
-
-    outcomes = each_window(lambda window: asyncio.run(openai_agents.run(smol_server.base, TURNS, window)))
-    for window, outcome in outcomes.items():
+def test_openai_agents_with_a_function_tool(outcomes):
+    results = each_window(outcomes, "openai-agents")
+    for window, outcome in results.items():
         assert len(outcome["answers"]) == TURNS, window
         arc = outcome["arc"]
         assert arc["requests"] >= TURNS and arc["observations"] >= TURNS
-    assert outcomes[4096]["arc"]["compactions"] >= 1  # 7 logs of ~750 tokens in 3,584
+    assert results[4096]["arc"]["compactions"] >= 1  # 7 logs of ~750 tokens in 3,584
 
 
-def test_openai_agents_default_responses_model(smol_server):
+def test_openai_agents_default_responses_model(outcomes):
     """openai-agents' default model speaks the Responses API: the same agent, through ARC."""
-    import openai_agents
-
-    outcomes = each_window(lambda window: asyncio.run(openai_agents.run(smol_server.base, TURNS, window, responses=True)))
-    for window, outcome in outcomes.items():
+    results = each_window(outcomes, "openai-agents responses")
+    for window, outcome in results.items():
         assert len(outcome["answers"]) == TURNS, window
         arc = outcome["arc"]
         assert arc["requests"] >= TURNS and arc["observations"] >= TURNS and arc["rebases"] == 0
-    assert outcomes[4096]["arc"]["compactions"] >= 1
+    assert results[4096]["arc"]["compactions"] >= 1
 
 
-def test_openai_client_with_native_tool_calls(smol_server):
-    import openai_tools
-
-    outcomes = each_window(lambda window: openai_tools.run(smol_server.base, TURNS, window))
-    for window, outcome in outcomes.items():
+def test_openai_client_with_native_tool_calls(outcomes):
+    results = each_window(outcomes, "openai tools")
+    for window, outcome in results.items():
         for arc in outcome["arc"]:
             assert arc["view_tokens"] <= arc["budget_tokens"] == window - 512
             if arc["engine_calls"] == 1:  # the engine counted exactly ARC's view, tools included
                 assert arc["usage_prompt_tokens"] == arc["view_tokens"]
-    assert sum(arc["compactions"] for arc in outcomes[4096]["arc"]) >= 1
+    assert sum(arc["compactions"] for arc in results[4096]["arc"]) >= 1
