@@ -113,17 +113,23 @@ def shared_server(kind: str, doc: str):
 
 # Shared servers start some tests ahead of their first user and stop after their last: a
 # start-up (tens of seconds of CPU, most of it importing vLLM) overlaps the tests before it, and
-# the run holds only the servers in use (a tiny model's is about 1.8 GB: the API process and
-# the engine with its 256 MiB KV cache). Many tests take well under a second, so 6 tests ahead
-# left a start-up 0 to 2 s of lead where 40 leave 35 to 240 s; the run then holds at most 7.
+# the run holds only the servers in use. Many tests take well under a second, so 6 tests ahead
+# left a start-up 0 to 2 s of lead where 40 leave 35 to 240 s. A server holds about 3.2 GB
+# whatever its KV cache (the API process and the engine's, most of it torch and vLLM; vLLM-CPU's
+# cache is touched only as it fills), and seven at once left 0.8 GB of 24: servers start ahead
+# only while fewer than MAX_AHEAD run (a test's own server starts when it must).
 LOOKAHEAD = 40  # tests
+MAX_AHEAD = 4  # servers
 
 
 def kinds_of(item) -> set[str]:
-    """The shared server kinds a collected test uses (its fixtures, those of its fixtures too)."""
+    """The shared server kinds a collected test uses: its fixtures (those of its fixtures too),
+    and the kinds named by ``pytest.mark.server(KIND)``, for a test that asks for its server
+    by name (``request.getfixturevalue``), one per parameter."""
     from tests.helpers.servers import KINDS
 
-    return {kind for kind in KINDS if f"{kind}_server" in getattr(item, "fixturenames", ())}
+    marked = {kind for mark in item.iter_markers("server") for kind in mark.args}
+    return {kind for kind in KINDS if f"{kind}_server" in getattr(item, "fixturenames", ()) or kind in marked}
 
 
 class ServerPlan:
@@ -143,13 +149,14 @@ class ServerPlan:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_setup(item):
-    from tests.helpers.servers import launch
+    from tests.helpers.servers import launch, running
 
     plan = ServerPlan.of(item.session)
     at = plan.index.get(item)
     for kinds in plan.kinds[at:at + LOOKAHEAD] if at is not None else ():
         for kind in kinds:
-            launch(kind)
+            if running() < MAX_AHEAD:
+                launch(kind)  # nothing if it runs already
 
 
 def pytest_runtest_teardown(item, nextitem):

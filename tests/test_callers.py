@@ -54,7 +54,8 @@ def with_fields(path: str, body: dict, fields: dict) -> dict:
     return {**body, **fields}
 
 
-@pytest.fixture(params=list(WAYS))
+@pytest.fixture(params=[pytest.param(name, marks=pytest.mark.server(WAYS[name][0].removesuffix("_server")))
+                        for name in WAYS])
 def way(request):
     fixture, owner, other, operator, tenant = WAYS[request.param]
     return request.getfixturevalue(fixture), owner, other, operator, tenant

@@ -173,3 +173,14 @@ def test_the_replay_report_opens_offline_with_a_timeline_per_trajectory(tmp_path
         assert javascript_errors(driver) == []
         driver.save_screenshot(str(tmp_path / "report.png"))
     assert (tmp_path / "report.png").stat().st_size > 10_000
+
+
+def test_the_inspector_page_is_off_unless_asked_for(gateway_server):
+    """Without --arc-ui (the shared ``gateway`` server has none) there is no page; the read-only
+    JSON routes are part of the API."""
+    caller = {"Authorization": "Bearer gw", "X-Caller": "team-ui"}
+    status, _ = call(gateway_server.base, "GET", "/v1/arc/ui", headers=caller)
+    assert status == 404
+    _, session = call(gateway_server.base, "POST", "/v1/arc/sessions", headers=caller)
+    status, view = call(gateway_server.base, "GET", f"/v1/arc/sessions/{session['id']}/view", headers=caller)
+    assert status == 200 and view["messages"] == [] and view["budget_tokens"] == 3584

@@ -134,17 +134,6 @@ def test_errors_are_clear_and_lose_nothing(arc_server):
     assert call(arc_server.base, "GET", f"/v1/arc/sessions/{session['id']}")[0] == 404
 
 
-def test_the_inspector_page_is_off_unless_asked_for(gateway_server):
-    """Without --arc-ui (the shared ``gateway`` server has none) there is no page; the read-only
-    JSON routes are part of the API."""
-    caller = {"Authorization": "Bearer gw", "X-Caller": "team-ui"}
-    status, _ = call(gateway_server.base, "GET", "/v1/arc/ui", headers=caller)
-    assert status == 404
-    _, session = call(gateway_server.base, "POST", "/v1/arc/sessions", headers=caller)
-    status, view = call(gateway_server.base, "GET", f"/v1/arc/sessions/{session['id']}/view", headers=caller)
-    assert status == 200 and view["messages"] == [] and view["budget_tokens"] == 3584
-
-
 def test_a_request_naming_no_session_gets_one_by_its_conversation(arc_server):
     """Implicit sessions: the same conversation, resent longer, stays in one session; another
     caller (API key, ``user``), or an edited history, gets a session of its own."""

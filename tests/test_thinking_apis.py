@@ -140,7 +140,8 @@ def answer_of(base: str, api: str, path: str, body: dict, headers: dict) -> tupl
 
 @pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
 @pytest.mark.parametrize("api", ["chat", "messages", "responses"])
-@pytest.mark.parametrize("format", ["qwen3", "r1"])
+@pytest.mark.parametrize("format", [pytest.param("qwen3", marks=pytest.mark.server("reasoning")),
+                                    pytest.param("r1", marks=pytest.mark.server("r1"))])
 def test_a_reasoning_model_recalls_inside_the_server_and_sees_its_own_thinking(request, format, api, stream):
     """Qwen3's format renders the current loop's thinking into the prompt; DeepSeek-R1's template
     drops every earlier turn's thinking (the view still holds it, stored under its id)."""

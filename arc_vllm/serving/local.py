@@ -41,15 +41,12 @@ from arc_vllm.serving.processes import free_port
 class Server:
     def __init__(self, model: str, log: Path, *extra: str, port: int | None = None,
                  in_process_engine: bool = True, max_model_len: int = 4096,
-                 env: dict | None = None, vllm_entry: bool = False, kv_cache_bytes: int = 2 ** 30):
-        """``kv_cache_bytes``: the engine's KV cache (vLLM's ``--kv-cache-memory-bytes``; on CPU
-        it is allocated, and touched, at start): 1 GiB holds millions of a tiny model's tokens."""
+                 env: dict | None = None, vllm_entry: bool = False):
         self.port = port or free_port()
         self.base = f"http://127.0.0.1:{self.port}"
         self.log = log
         extra_env = env or {}
-        env = go_offline(dict(os.environ))
-        env.pop("VLLM_CPU_KVCACHE_SPACE", None)  # vLLM's legacy setting, which would win over the argument
+        env = go_offline(dict(os.environ, VLLM_CPU_KVCACHE_SPACE="1"))
         env.pop("VLLM_ENABLE_V1_MULTIPROCESSING", None)  # the child's own choice, below
         if in_process_engine:  # faster start, fewer processes (tests)
             start_in_process(env)
@@ -61,8 +58,7 @@ class Server:
         else:
             launcher = [str(Path(sys.executable).parent / "arc-vllm"), "serve", model]
         command = [*launcher, "--host", "127.0.0.1", "--port", str(self.port), "--enforce-eager",
-                   "--max-model-len", str(max_model_len), "--max-num-seqs", "16",
-                   "--kv-cache-memory-bytes", str(kv_cache_bytes), *extra]
+                   "--max-model-len", str(max_model_len), "--max-num-seqs", "16", *extra]
         self.process = subprocess.Popen(command, stdout=open(log, "w"), stderr=subprocess.STDOUT,
                                         env=env, start_new_session=True)
 

@@ -26,9 +26,6 @@ from arc_vllm.serving.local import Server
 
 REPO = Path(__file__).resolve().parents[2]
 SHORT_ANSWERS = ("--logits-processors", "tests.helpers.short_answers:ShortAnswers")  # the repository on PYTHONPATH
-# The tiny models' KV cache: 256 MiB holds a million of their tokens, far beyond 16 sequences
-# of a 32k window, and a run holds several of these servers at once.
-TINY_KV_CACHE_BYTES = 2 ** 28
 # vLLM keeps Responses API responses only with this (GET /v1/responses/{id}); off by default.
 STORE = {"VLLM_ENABLE_RESPONSES_API_STORE": "1"}
 KINDS = {
@@ -49,7 +46,7 @@ KINDS = {
     # The embedded model (SmolLM2) for the real clients and the tests that need a model that
     # answers: float32, a 16k window (sessions may ask for a smaller one).
     "smol": dict(extra=("--dtype", "float32"), vllm_entry=False, model=lambda: default_model_dir(require=True),
-                 max_model_len=16384, env={"VLLM_ALLOW_LONG_MAX_MODEL_LEN": "1"}, kv_cache_bytes=4 * 2 ** 30),
+                 max_model_len=16384, env={"VLLM_ALLOW_LONG_MAX_MODEL_LEN": "1", "VLLM_CPU_KVCACHE_SPACE": "4"}),
     "r1": dict(extra=("--reasoning-parser", "deepseek_r1", "--enable-auto-tool-choice", "--tool-call-parser", "hermes",
                       *SHORT_ANSWERS),
                vllm_entry=False, model=lambda: reasoning_model.prepare("r1"), max_model_len=32768,
@@ -88,8 +85,12 @@ def launch(kind: str) -> None:
         model = spec.get("model", prepare_tiny)()
         _started[kind] = Server(str(model), folder / "server.log", *extra, vllm_entry=spec["vllm_entry"],
                                 max_model_len=spec.get("max_model_len", 4096), env=env,
-                                in_process_engine=spec.get("in_process_engine", True),
-                                kv_cache_bytes=spec.get("kv_cache_bytes", TINY_KV_CACHE_BYTES))
+                                in_process_engine=spec.get("in_process_engine", True))
+
+
+def running() -> int:
+    """How many servers this run holds now (started, ready or not)."""
+    return len(_started)
 
 
 def shared(kind: str) -> Server:
