@@ -38,7 +38,9 @@ def reason_to_skip(build: str) -> str | None:
 
 
 def start(build: str) -> subprocess.Popen:
-    env = dict(os.environ, ARC_VLLM_CPU_BUILD=build,
+    # One torch thread: the two runs side by side, each on a core (two threads each would
+    # spin at every step while the other run holds the cores).
+    env = dict(os.environ, ARC_VLLM_CPU_BUILD=build, OMP_NUM_THREADS="1",
                PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT / "scripts" / "cpu_build"), os.environ.get("PYTHONPATH")])))
     return subprocess.Popen([sys.executable, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider", *TESTS],
                             cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -46,8 +48,8 @@ def start(build: str) -> subprocess.Popen:
 
 @pytest.fixture(scope="module")
 def runs():
-    """Every class this CPU can be made to look like, run side by side: an engine serves on
-    one torch thread here, so two runs share the two cores in about the time of one."""
+    """Every class this CPU can be made to look like, run side by side, each on one torch
+    thread, so two runs share the two cores in about the time of one."""
     started = {build: start(build) for build in BUILDS if reason_to_skip(build) is None}
     yield started
     for run in started.values():

@@ -31,11 +31,23 @@ DTYPES = ["float32", "bfloat16"]
 RELOCATION_CHECK = Path(__file__).parent / "helpers" / "relocation_check.py"
 
 
+@pytest.fixture(scope="module")
+def relocation_runs():
+    """Both dtypes' engines side by side, each in a process of its own on one torch thread."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    def run(dtype: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, str(RELOCATION_CHECK), dtype], capture_output=True, text=True,
+                              timeout=600, env=dict(os.environ, VLLM_ENABLE_V1_MULTIPROCESSING="0", OMP_NUM_THREADS="1"))
+
+    with ThreadPoolExecutor(len(DTYPES)) as pool:
+        yield {dtype: pool.submit(run, dtype) for dtype in DTYPES}
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("dtype", DTYPES)
-def test_layer0_kv_moved_by_relocation_equals_the_engines_own(dtype):
-    done = subprocess.run([sys.executable, str(RELOCATION_CHECK), dtype], capture_output=True, text=True, timeout=600,
-                          env=dict(os.environ, VLLM_ENABLE_V1_MULTIPROCESSING="0"))
+def test_layer0_kv_moved_by_relocation_equals_the_engines_own(dtype, relocation_runs):
+    done = relocation_runs[dtype].result()
     assert done.returncode == 0, done.stderr[-3000:]
     result = json.loads(done.stdout.strip().splitlines()[-1])
     from arc_vllm import vllm_compat

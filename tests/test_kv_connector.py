@@ -25,8 +25,8 @@ an AMX machine bfloat16 takes ``amx``, elsewhere ``vec``).
   every step) and a session's request after one aborted mid-prefill both claim exactly what
   the plan says, counted once; an abort leaves no state behind.
 
-Runs its engine in a process of its own (a second in-process engine would disturb the
-session's shared one).
+The engines run outside the tests' process (a second in-process engine would disturb the
+session's shared one): one process per dtype, two at a time, each on one torch thread.
 
     pytest tests/test_kv_connector.py
 """
@@ -333,16 +333,40 @@ def wrong_layout_check(dtype: str) -> dict:
     return result
 
 
-def in_own_process(*argv: str) -> dict:
-    done = subprocess.run([sys.executable, __file__, *argv], capture_output=True, text=True, timeout=900,
-                          env=dict(os.environ, VLLM_ENABLE_V1_MULTIPROCESSING="0"))
+# The engines run in processes of their own (the session's in-process engine is left alone), two
+# at a time, each on one torch thread: one process's threads would otherwise spin at every step
+# while the other's hold the cores. One process per dtype runs both of its engines, the right
+# layout's and then the wrong one's (the first's connector shut down: vLLM keeps one per
+# process), since starting a process costs more than either engine.
+FP8_TEST = "test_a_layout_it_does_not_implement_refuses_kv_reuse_at_start"
+
+
+def in_own_process(*argv: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, __file__, *argv], capture_output=True, text=True, timeout=900,
+                          env=dict(os.environ, VLLM_ENABLE_V1_MULTIPROCESSING="0", OMP_NUM_THREADS="1"))
+
+
+def result_of(done: subprocess.CompletedProcess) -> dict:
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
+@pytest.fixture(scope="module")
+def engine_runs(request):
+    """Each dtype's engines, and the fp8 engine where its test is in the run (a run of some
+    tests only, as ``tests/test_cpu_builds.py`` makes, does not start it)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    runs = [("engines", dtype) for dtype in DTYPES]
+    if any(item.name == FP8_TEST for item in request.session.items):
+        runs.append(("fp8", "bfloat16"))
+    with ThreadPoolExecutor(2) as pool:
+        yield {run: pool.submit(in_own_process, *run) for run in runs}
+
+
 @pytest.fixture(scope="module", params=DTYPES)
-def check(request):
-    result = in_own_process("check", request.param)
+def check(request, engine_runs):
+    result = result_of(engine_runs["engines", request.param].result())["check"]
     result["dtype"] = request.param
     return result
 
@@ -358,8 +382,8 @@ def test_the_engine_chose_a_layout_the_connector_writes_and_the_start_check_pass
 
 @pytest.mark.slow
 @pytest.mark.parametrize("dtype", DTYPES)
-def test_a_wrong_layout_is_caught_at_start_and_nothing_wrong_is_served(dtype):
-    result = in_own_process("wrong-layout", dtype)
+def test_a_wrong_layout_is_caught_at_start_and_nothing_wrong_is_served(dtype, engine_runs):
+    result = result_of(engine_runs["engines", dtype].result())["wrong-layout"]
     assert result["forced"] != result["engine_isa"]
     [layout] = result["checks"]
     assert not layout["ok"] and layout["key_error"] > 0.1
@@ -464,10 +488,9 @@ def test_an_abort_mid_prefill_leaves_nothing_and_the_next_request_claims_the_pla
 
 
 @pytest.mark.slow
-def test_a_layout_it_does_not_implement_refuses_kv_reuse_at_start():
+def test_a_layout_it_does_not_implement_refuses_kv_reuse_at_start(engine_runs):
     # vLLM-CPU can keep an fp8 KV cache (AVX-512 or AMX); the connector cannot write it.
-    done = subprocess.run([sys.executable, __file__, "fp8", "bfloat16"], capture_output=True, text=True,
-                          timeout=600, env=dict(os.environ, VLLM_ENABLE_V1_MULTIPROCESSING="0"))
+    done = engine_runs["fp8", "bfloat16"].result()
     if "FP8 KV cache on CPU requires" in done.stderr:
         pytest.skip("this CPU's vLLM keeps no fp8 KV cache (no AVX-512), so there is nothing to refuse")
     assert done.returncode != 0
@@ -484,5 +507,9 @@ if __name__ == "__main__":
 
         LLM(model=str(prepare_tiny()), enforce_eager=True, max_model_len=1024, dtype=dtype,
             kv_cache_dtype="fp8", gpu_memory_utilization=0.1, kv_transfer_config=KVReuseConfig().transfer_config())
-    else:
-        print(json.dumps(engine_check(dtype) if command == "check" else wrong_layout_check(dtype)))
+    else:  # "engines"
+        from vllm.distributed.kv_transfer import ensure_kv_transfer_shutdown
+
+        checked = engine_check(dtype)
+        ensure_kv_transfer_shutdown()  # the next engine gets a connector of its own
+        print(json.dumps({"check": checked, "wrong-layout": wrong_layout_check(dtype)}))

@@ -131,16 +131,50 @@ def test_every_metric_the_grafana_dashboard_queries_is_on_metrics(kv_reuse_serve
     assert queried <= exported, sorted(queried - exported)
 
 
+BENCH_RUNS = {
+    # Three compaction turns, both recompute variants, one chained trajectory, one NIAH task.
+    "figures": ("--turns", "3", "--recompute", "0,default", "--chains", "1", "--niah-tasks", "1",
+                "--niah-max-calls", "6"),
+    # 18 compaction turns: of the sample's first 16 none moves enough for the connector to
+    # claim (compactions that cite in place, and since 2026-12-06 no catalog page that repeats
+    # S, issue 54); the 17th does.
+    "diagnose": ("--turns", "18", "--recompute", "0", "--chains", "0", "--niah-tasks", "0", "--diagnose",
+                 "--dtype", "bfloat16", "--attention-isa", "vec"),
+}
+
+
+@pytest.fixture(scope="module")
+def bench_runs(tmp_path_factory):
+    """Both ``arc-vllm bench kv-reuse`` runs, side by side (each engine on one of the two
+    cores), their output in files (a pipe nobody reads yet would stall one); each test waits
+    for its own."""
+    folder = tmp_path_factory.mktemp("bench-kv-reuse")
+    started = {}
+    for name, options in BENCH_RUNS.items():
+        (folder / name).mkdir()
+        with open(folder / name / "stdout", "w") as stdout, open(folder / name / "stderr", "w") as stderr:
+            started[name] = subprocess.Popen(
+                [str(Path(sys.executable).parent / "arc-vllm"), "bench", "kv-reuse", "--model", str(prepare_tiny()),
+                 *options, "--out", str(folder / name)],
+                stdout=stdout, stderr=stderr, cwd=ROOT,
+                env=dict(os.environ, VLLM_CPU_KVCACHE_SPACE="1", OMP_NUM_THREADS="1"))
+    yield {name: (process, folder / name) for name, process in started.items()}
+    for process in started.values():
+        process.kill()
+        process.wait()
+
+
+def finished(bench_runs, name: str) -> tuple[str, dict]:
+    """The run's stdout and its ``kv_reuse.json``, once it has ended well."""
+    process, out = bench_runs[name]
+    process.wait(timeout=900)
+    assert process.returncode == 0, (out / "stderr").read_text()[-3000:]
+    return (out / "stdout").read_text(), json.loads((out / "kv_reuse.json").read_text())
+
+
 @pytest.mark.slow
-def test_bench_kv_reuse_writes_its_figures(tmp_path):
-    out = tmp_path / "kv-reuse"
-    done = subprocess.run([str(Path(sys.executable).parent / "arc-vllm"), "bench", "kv-reuse",
-                           "--model", str(prepare_tiny()), "--turns", "3", "--recompute", "0,default", "--chains", "1",
-                           "--niah-tasks", "1", "--niah-max-calls", "6", "--out", str(out)],
-                          capture_output=True, text=True, timeout=900, cwd=ROOT,
-                          env=dict(os.environ, VLLM_CPU_KVCACHE_SPACE="1"))
-    assert done.returncode == 0, done.stderr[-3000:]
-    result = json.loads((out / "kv_reuse.json").read_text())
+def test_bench_kv_reuse_writes_its_figures(bench_runs):
+    stdout, result = finished(bench_runs, "figures")
     computed = result["prefill_tokens_computed"]
     assert result["compaction_turns"] == 3
     # The figures name what they came from: the engine's KV layout, its dtype, the CPU's flags.
@@ -163,28 +197,19 @@ def test_bench_kv_reuse_writes_its_figures(tmp_path):
     assert chain["greedy_agreement"] >= 0.9 and chain["mean_kl"] <= 0.05
     floor = chain["chunked"]  # the same chunks, nothing reused: the engine's own numerics
     assert floor["greedy_agreement"] >= 0.9 and floor["mean_kl"] <= 0.05
-    assert "the floor" in done.stdout
+    assert "the floor" in stdout
     assert set(result["niah_accuracy"]) == {"off", "on"}
     assert all(0 <= accuracy <= 1 for accuracy in result["niah_accuracy"].values())
-    assert "| on |" in done.stdout and "| off |" in done.stdout
+    assert "| on |" in stdout and "| off |" in stdout
 
 
 @pytest.mark.slow
-def test_the_diagnosis_separates_where_reused_kvs_error_comes_from(tmp_path):
+def test_the_diagnosis_separates_where_reused_kvs_error_comes_from(bench_runs):
     """``--diagnose`` reads the reused and the recomputed KV back from the engine's cache, in
     bfloat16 with the vec kernel forced where the engine would take amx (run unchanged on a
-    machine without AMX, where vec is the engine's own choice). 18 compaction turns: of the
-    sample's first 16 none moves enough for the connector to claim (compactions that cite in
-    place, and since 2026-12-06 no catalog page that repeats S, issue 54); the 17th does."""
-    out = tmp_path / "diagnose"
-    done = subprocess.run([str(Path(sys.executable).parent / "arc-vllm"), "bench", "kv-reuse",
-                           "--model", str(prepare_tiny()), "--turns", "18", "--recompute", "0", "--chains", "0",
-                           "--niah-tasks", "0", "--diagnose", "--dtype", "bfloat16", "--attention-isa", "vec",
-                           "--out", str(out)],
-                          capture_output=True, text=True, timeout=900, cwd=ROOT,
-                          env=dict(os.environ, VLLM_CPU_KVCACHE_SPACE="1"))
-    assert done.returncode == 0, done.stderr[-3000:]
-    result = json.loads((out / "kv_reuse.json").read_text())
+    machine without AMX, where vec is the engine's own choice), over 18 compaction turns
+    (``BENCH_RUNS``)."""
+    stdout, result = finished(bench_runs, "diagnose")
     assert result["machine"]["isa"] == "vec" and result["machine"]["dtype"] == "bfloat16"
     diagnosis = result["diagnosis"]
     assert diagnosis["pairs"] >= 1 and diagnosis["moved_tokens"] > 0
@@ -201,7 +226,7 @@ def test_the_diagnosis_separates_where_reused_kvs_error_comes_from(tmp_path):
     assert sum(row["tokens"] for row in diagnosis["by_seam"].values()) == diagnosis["moved_tokens"]
     for mode in ("chunked", "on"):
         assert 0 <= diagnosis["outputs"][mode]["greedy_agreement"] <= 1
-    assert "Diagnosis over" in done.stdout and "re-rotation rounding" in done.stdout
+    assert "Diagnosis over" in stdout and "re-rotation rounding" in stdout
 
 
 def test_the_default_recomputation_follows_the_dtype():
