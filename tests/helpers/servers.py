@@ -4,14 +4,15 @@ template, so a test can compare what ARC does with what vLLM does without it; an
 tiny reasoning models (``arc_vllm/reasoning_model.py``): Qwen3's tokenizer and template with
 vLLM's ``qwen3`` reasoning parser ("reasoning"), DeepSeek-R1's with ``deepseek_r1`` ("r1"), both
 with the ``hermes`` tool parser and a 32k window, whose outputs a test forces token by token
-(``tests/helpers/short_answers.py``).
+(``tests/helpers/short_answers.py``). Also the servers of one module each (kill -9's, the
+session caps', the plugin's, KV reuse's, the CLIs' 32k one), so that they start ahead too.
 
     from tests.helpers.servers import shared
-    server = shared("arc")        # or "plain", "reasoning", "r1"; stopped when the pytest session ends
+    server = shared("arc")        # or any kind of KINDS; stopped when the pytest session ends
 
-A test run starts each kind a few tests before the first that needs it (``launch``: its
-start-up, tens of seconds, overlaps those tests) and stops it after the last (``stop``), so
-the run holds only the servers in use (``tests/conftest.py``).
+A test run starts a kind up to 40 tests before the first that needs it, while fewer than three
+run (``launch``: its start-up, tens of seconds, overlaps those tests), and stops it after the
+last (``stop``), so the run holds only the servers in use (``tests/conftest.py``).
 """
 
 from __future__ import annotations
