@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from arc_vllm import vllm_compat
+from tests.helpers.processes import side_by_side
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[1]
@@ -38,10 +39,8 @@ def reason_to_skip(build: str) -> str | None:
 
 
 def start(build: str) -> subprocess.Popen:
-    # One torch thread: the two runs side by side, each on a core (two threads each would
-    # spin at every step while the other run holds the cores).
-    env = dict(os.environ, ARC_VLLM_CPU_BUILD=build, OMP_NUM_THREADS="1",
-               PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT / "scripts" / "cpu_build"), os.environ.get("PYTHONPATH")])))
+    env = side_by_side(ARC_VLLM_CPU_BUILD=build,  # the two runs side by side, each on a core
+                       PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT / "scripts" / "cpu_build"), os.environ.get("PYTHONPATH")])))
     return subprocess.Popen([sys.executable, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider", *TESTS],
                             cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 

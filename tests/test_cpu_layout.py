@@ -16,7 +16,6 @@
 """
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -26,6 +25,7 @@ import torch
 
 from arc_vllm.kernels.cpu_layout import CPU_LAYOUTS, read_tokens, slab_offsets
 from tests.helpers.engine_layouts import BLOCK_SIZE, CASES, DTYPES as DTYPE_CASES, digest, recorded, written_by_the_engine
+from tests.helpers.processes import side_by_side
 
 DTYPES = ["float32", "bfloat16"]
 RELOCATION_CHECK = Path(__file__).parent / "helpers" / "relocation_check.py"
@@ -38,7 +38,7 @@ def relocation_runs():
 
     def run(dtype: str) -> subprocess.CompletedProcess:
         return subprocess.run([sys.executable, str(RELOCATION_CHECK), dtype], capture_output=True, text=True,
-                              timeout=600, env=dict(os.environ, VLLM_ENABLE_V1_MULTIPROCESSING="0", OMP_NUM_THREADS="1"))
+                              timeout=600, env=side_by_side(VLLM_ENABLE_V1_MULTIPROCESSING="0"))
 
     with ThreadPoolExecutor(len(DTYPES)) as pool:
         yield {dtype: pool.submit(run, dtype) for dtype in DTYPES}

@@ -32,7 +32,6 @@ session's shared one): one process per dtype, two at a time, each on one torch t
 """
 
 import json
-import os
 import subprocess
 import sys
 
@@ -342,8 +341,10 @@ FP8_TEST = "test_a_layout_it_does_not_implement_refuses_kv_reuse_at_start"
 
 
 def in_own_process(*argv: str) -> subprocess.CompletedProcess:
+    from tests.helpers.processes import side_by_side  # here: this file also runs as a script
+
     return subprocess.run([sys.executable, __file__, *argv], capture_output=True, text=True, timeout=900,
-                          env=dict(os.environ, VLLM_ENABLE_V1_MULTIPROCESSING="0", OMP_NUM_THREADS="1"))
+                          env=side_by_side(VLLM_ENABLE_V1_MULTIPROCESSING="0"))
 
 
 def result_of(done: subprocess.CompletedProcess) -> dict:

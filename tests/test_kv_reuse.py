@@ -5,7 +5,6 @@ engine in its own processes, and ``arc-vllm bench kv-reuse`` writing its figures
 """
 
 import json
-import os
 import subprocess
 import sys
 import urllib.request
@@ -20,6 +19,7 @@ from arc_vllm.model_prep import prepare_tiny
 from tests.helpers.arguments import parse
 from tests.helpers.conversations import tool_turn
 from tests.helpers.http_calls import call
+from tests.helpers.processes import side_by_side
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -157,7 +157,7 @@ def bench_runs(tmp_path_factory):
                 [str(Path(sys.executable).parent / "arc-vllm"), "bench", "kv-reuse", "--model", str(prepare_tiny()),
                  *options, "--out", str(folder / name)],
                 stdout=stdout, stderr=stderr, cwd=ROOT,
-                env=dict(os.environ, VLLM_CPU_KVCACHE_SPACE="1", OMP_NUM_THREADS="1"))
+                env=side_by_side(VLLM_CPU_KVCACHE_SPACE="1"))
     yield {name: (process, folder / name) for name, process in started.items()}
     for process in started.values():
         process.kill()

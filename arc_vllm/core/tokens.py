@@ -145,8 +145,9 @@ class HFTokenCounter:
             # what no byte stands for.
             self._as_latin1 = {ord(symbol): byte for symbol, byte in byte_of.items()}
             self._symbols_removed = dict.fromkeys(self._as_latin1)
-            self._unknown_pattern = re.compile(b"[" + b"".join(re.escape(bytes([byte])) for byte in sorted(
-                self._unknown_bytes)) + b"]") if self._unknown_bytes else None
+            self._unknown_as_bytes = bytes(sorted(self._unknown_bytes))  # for bytes.translate's delete
+            self._unknown_pattern = re.compile(b"[" + re.escape(self._unknown_as_bytes) + b"]") \
+                if self._unknown_bytes else None
         else:
             self._byte_of = None
 
@@ -179,7 +180,7 @@ class HFTokenCounter:
             return self._aligned_starts(data, tokens)
         dropped = [match.start() for match in self._unknown_pattern.finditer(data)] if self._unknown_bytes else []
         if joined.translate(self._as_latin1).encode("latin-1") != (
-                data.translate(None, bytes(self._unknown_bytes)) if dropped else data):
+                data.translate(None, self._unknown_as_bytes) if dropped else data):
             return self._aligned_starts(data, tokens)
         if dropped:
             spans = self._spans_stepping_over(dropped, tokens)
