@@ -37,7 +37,7 @@ import pytest
 from arc_vllm.paths import npm_bin_dir
 from arc_vllm.ray_cluster import isolated_command
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.memory(2)]  # the two CLIs' Node.js processes
 REPO = Path(__file__).resolve().parents[1]
 FIXTURES = REPO / "tests" / "fixtures" / "clients"
 WINDOW = 32768

@@ -19,7 +19,8 @@ import pytest
 from arc_vllm import vllm_compat
 from tests.helpers.processes import side_by_side
 
-pytestmark = pytest.mark.slow
+# Two class runs side by side, each a pytest process and one engine at a time.
+pytestmark = [pytest.mark.slow, pytest.mark.memory(7)]
 ROOT = Path(__file__).resolve().parents[1]
 BUILDS = {"avx512": "_C_AVX512", "avx2": "_C_AVX2"}
 # What reads the engine's internals: the layouts, the connector's start-up check and its refusal
@@ -38,8 +39,10 @@ def reason_to_skip(build: str) -> str | None:
     return None
 
 
-def start(build: str) -> subprocess.Popen:
-    env = side_by_side(ARC_VLLM_CPU_BUILD=build,  # the two runs side by side, each on a core
+def start(build: str, runs: int) -> subprocess.Popen:
+    # The runs side by side, each on a core; each run's engines one at a time when two runs go
+    # at once (four engines would hold 11 GB and have no more cores).
+    env = side_by_side(ARC_VLLM_CPU_BUILD=build, ARC_TEST_ENGINES_AT_ONCE=str(max(1, 2 // runs)),
                        PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT / "scripts" / "cpu_build"), os.environ.get("PYTHONPATH")])))
     return subprocess.Popen([sys.executable, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider", *TESTS],
                             cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -49,7 +52,8 @@ def start(build: str) -> subprocess.Popen:
 def runs():
     """Every class this CPU can be made to look like, run side by side, each on one torch
     thread, so two runs share the two cores in about the time of one."""
-    started = {build: start(build) for build in BUILDS if reason_to_skip(build) is None}
+    builds = [build for build in BUILDS if reason_to_skip(build) is None]
+    started = {build: start(build, len(builds)) for build in builds}
     yield started
     for run in started.values():
         run.kill()

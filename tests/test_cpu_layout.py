@@ -25,7 +25,7 @@ import torch
 
 from arc_vllm.kernels.cpu_layout import CPU_LAYOUTS, read_tokens, slab_offsets
 from tests.helpers.engine_layouts import BLOCK_SIZE, CASES, DTYPES as DTYPE_CASES, digest, recorded, written_by_the_engine
-from tests.helpers.processes import side_by_side
+from tests.helpers.processes import engines_at_once, side_by_side
 
 DTYPES = ["float32", "bfloat16"]
 RELOCATION_CHECK = Path(__file__).parent / "helpers" / "relocation_check.py"
@@ -33,18 +33,20 @@ RELOCATION_CHECK = Path(__file__).parent / "helpers" / "relocation_check.py"
 
 @pytest.fixture(scope="module")
 def relocation_runs():
-    """Both dtypes' engines side by side, each in a process of its own on one torch thread."""
+    """Both dtypes' engines side by side (``engines_at_once``), each in a process of its own on
+    one torch thread."""
     from concurrent.futures import ThreadPoolExecutor
 
     def run(dtype: str) -> subprocess.CompletedProcess:
         return subprocess.run([sys.executable, str(RELOCATION_CHECK), dtype], capture_output=True, text=True,
                               timeout=600, env=side_by_side(VLLM_ENABLE_V1_MULTIPROCESSING="0"))
 
-    with ThreadPoolExecutor(len(DTYPES)) as pool:
+    with ThreadPoolExecutor(engines_at_once()) as pool:
         yield {dtype: pool.submit(run, dtype) for dtype in DTYPES}
 
 
 @pytest.mark.slow
+@pytest.mark.memory(6)  # two engines
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_layer0_kv_moved_by_relocation_equals_the_engines_own(dtype, relocation_runs):
     done = relocation_runs[dtype].result()

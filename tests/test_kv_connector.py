@@ -40,6 +40,7 @@ import torch
 
 from arc_vllm.model_prep import prepare_tiny
 
+pytestmark = pytest.mark.memory(6)  # two engine processes at once
 HEAD = list(range(1000, 1128))  # 128 tokens: the prefix both prompts share (one block)
 NEW = list(range(5000, 5040))  # the compaction's new text
 RUN = list(range(2000, 2300))  # kept text, moved 40 tokens right in the compacted prompt
@@ -333,7 +334,7 @@ def wrong_layout_check(dtype: str) -> dict:
 
 
 # The engines run in processes of their own (the session's in-process engine is left alone), two
-# at a time, each on one torch thread: one process's threads would otherwise spin at every step
+# at a time (``engines_at_once``), each on one torch thread: one process's threads would otherwise spin at every step
 # while the other's hold the cores. One process per dtype runs both of its engines, the right
 # layout's and then the wrong one's (the first's connector shut down: vLLM keeps one per
 # process), since starting a process costs more than either engine.
@@ -358,10 +359,12 @@ def engine_runs(request):
     tests only, as ``tests/test_cpu_builds.py`` makes, does not start it)."""
     from concurrent.futures import ThreadPoolExecutor
 
+    from tests.helpers.processes import engines_at_once
+
     runs = [("engines", dtype) for dtype in DTYPES]
     if any(item.name == FP8_TEST for item in request.session.items):
         runs.append(("fp8", "bfloat16"))
-    with ThreadPoolExecutor(2) as pool:
+    with ThreadPoolExecutor(engines_at_once()) as pool:
         yield {run: pool.submit(in_own_process, *run) for run in runs}
 
 

@@ -22,6 +22,7 @@ from tests.helpers.http_calls import call
 from tests.helpers.processes import side_by_side
 
 ROOT = Path(__file__).resolve().parents[1]
+pytestmark = pytest.mark.memory(5)  # two bench runs' engines at once
 
 
 def test_kv_reuse_implies_arc_and_names_the_connector(monkeypatch):

@@ -130,6 +130,7 @@ def run_profile(out: Path, *extra: str) -> dict:
 
 
 @pytest.mark.slow
+@pytest.mark.memory(3)  # the profiler's engine
 def test_the_real_vllm_engine_profile_and_trace_on_the_tiny_model(tmp_path):
     trace = tmp_path / "results.jsonl"
     trace.write_text("\n".join(json.dumps(row) for row in [
@@ -180,6 +181,7 @@ def test_the_real_vllm_engine_profile_and_trace_on_the_tiny_model(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.memory(2)  # the torch engine's process
 def test_the_torch_step_profile_has_the_models_shapes(tmp_path):
     result = run_profile(tmp_path / "torch", "--engine", "torch", "--model", str(prepare_tiny()),
                          "--contexts", "128,512", "--batches", "1,2", "--steps", "2")

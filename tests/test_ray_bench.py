@@ -17,7 +17,7 @@ import pytest
 
 from tests.helpers.processes import processes_titled
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.memory(5)]  # Ray and its workers
 ARC = str(Path(sys.executable).parent / "arc-vllm")
 BENCH = ["bench", "niah", "--methods", "arc,sliding_window", "--seeds", "42,82", "--tasks", "6"]
 

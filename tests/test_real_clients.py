@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.memory(3)]  # eight client runs at once
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
 WINDOWS = (4096, 16384)  # a window ARC compacts in, and one the conversation fits

@@ -11,8 +11,10 @@ session caps', the plugin's, KV reuse's, the CLIs' 32k one), so that they start 
     server = shared("arc")        # or any kind of KINDS; stopped when the pytest session ends
 
 A test run starts a kind up to 40 tests before the first that needs it, while fewer than three
-run (``launch``: its start-up, tens of seconds, overlaps those tests), and stops it after the
-last (``stop``), so the run holds only the servers in use (``tests/conftest.py``).
+run and it fits in memory (``launch``: its start-up, tens of seconds, overlaps those tests), and
+stops it after the last (``stop``), or earlier to make room for a test's own processes, so the
+run holds only the servers in use (``tests/conftest.py``). A test holds a ``Handle``, which
+reaches the server of its kind as it runs now, started again if it was stopped for room.
 """
 
 from __future__ import annotations
@@ -89,9 +91,9 @@ def launch(kind: str) -> None:
                                 in_process_engine=spec.get("in_process_engine", True))
 
 
-def running() -> int:
-    """How many servers this run holds now (started, ready or not)."""
-    return len(_started)
+def running() -> list[str]:
+    """The kinds of the servers this run holds now (started, ready or not)."""
+    return list(_started)
 
 
 def shared(kind: str) -> Server:
@@ -102,6 +104,18 @@ def shared(kind: str) -> Server:
         _started[kind].wait()
         _ready.add(kind)
     return _started[kind]
+
+
+class Handle:
+    """What a ``<kind>_server`` fixture gives a test: the ``kind`` server as it runs now (its
+    ``base``, ``log``, ``kill`` ...), started again, on a new port and folder, where the run
+    stopped it to make room since the fixture was first asked for."""
+
+    def __init__(self, kind: str):
+        self.kind = kind
+
+    def __getattr__(self, name: str):
+        return getattr(shared(self.kind), name)
 
 
 def stop(kind: str) -> None:
