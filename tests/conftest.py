@@ -117,7 +117,9 @@ def shared_server(kind: str, doc: str):
 # start-up (tens of seconds of CPU, most of it importing vLLM) overlaps the tests before it, and
 # the run holds only the servers in use. Many tests take well under a second, so 6 tests ahead
 # left a start-up 0 to 2 s of lead where 40 leave 35 to 240 s. Servers start ahead only while
-# fewer than MAX_AHEAD run: each start-up takes a core for about 20 s.
+# fewer than MAX_AHEAD run: each start-up takes a core for about 20 s. A test that measures time
+# (``pytest.mark.quiet``) waits for the start-ups under way and none begins while it runs: the
+# profiler's held-out cells, measured while a server started, were off by more than tenfold.
 LOOKAHEAD = 40  # tests
 MAX_AHEAD = 3  # servers
 # Memory. A server holds about SERVER_GB (its API process and its engine's, most of it torch and
@@ -214,7 +216,7 @@ class ServerPlan:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_setup(item):
-    from tests.helpers.servers import launch, running, stop
+    from tests.helpers.servers import launch, running, shared, stop
 
     plan = ServerPlan.of(item.session)
     at = plan.index.get(item)
@@ -222,6 +224,10 @@ def pytest_runtest_setup(item):
         return
     for kind in plan.to_stop(at, running()):
         stop(kind)
+    if item.get_closest_marker("quiet") is not None:
+        for kind in running():
+            shared(kind)  # a start-up under way ends before the test measures time
+        return
     for kinds in plan.kinds[at:at + LOOKAHEAD]:
         for kind in kinds:
             if kind not in running() and len(running()) < MAX_AHEAD and plan.fits(kind, at, len(running())):

@@ -20,7 +20,7 @@ from arc_vllm import vllm_compat
 from tests.helpers.processes import side_by_side
 
 # Two class runs side by side, each a pytest process and one engine at a time.
-pytestmark = [pytest.mark.slow, pytest.mark.memory(7)]
+pytestmark = [pytest.mark.slow, pytest.mark.memory(8)]
 ROOT = Path(__file__).resolve().parents[1]
 BUILDS = {"avx512": "_C_AVX512", "avx2": "_C_AVX2"}
 # What reads the engine's internals: the layouts, the connector's start-up check and its refusal

@@ -106,6 +106,7 @@ def cluster(tmp_path_factory):
         redis.stop()
 
 
+@pytest.mark.quiet
 def test_a_streamed_answer_streams_through_the_front(cluster):
     """The Ray front does not buffer: events arrive as the engine makes them (first, while
     both replicas are up and the machine is quiet: a replacement's start-up would slow the

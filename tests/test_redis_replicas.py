@@ -22,7 +22,7 @@ from tests.helpers.api_calls import call, log
 from tests.helpers.conversations import visible_id
 from arc_vllm.serving.local import RedisServer
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.memory(6)]  # two replicas of its own
 KEY_A, KEY_B = {"Authorization": "Bearer key-a"}, {"Authorization": "Bearer key-b"}
 LEASE_S = 3         # replica 0's: the one killed mid-request
 LONG_LEASE_S = 600  # replica 1's: one a dead request could hold past any wait for it

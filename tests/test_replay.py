@@ -6,6 +6,8 @@ import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import pytest
+
 from arc_vllm.kv.spans import prefix_hit
 from arc_vllm.replay.trajectory import load
 
@@ -167,6 +169,7 @@ def test_tau_benchs_user_messages_are_human_turns_in_replay():
         assert all(not step.human for step in trajectory.steps if step.style == "tool")
 
 
+@pytest.mark.memory(2)  # three replays at once
 def test_real_format_logs_replay_within_budget_and_recover_exactly(tmp_path):
     # The three windows are three processes, run side by side (each replay is one core's work).
     with ThreadPoolExecutor(3) as pool:

@@ -72,6 +72,7 @@ def test_two_managers_take_a_session_over_in_turn_and_never_at_once(smol, tmp_pa
 
 
 @pytest.mark.slow
+@pytest.mark.memory(6)  # two servers of its own
 def test_two_servers_serve_one_session_with_its_full_state(tmp_path):
     store = tmp_path / "sessions"
     model = str(prepare_tiny())
