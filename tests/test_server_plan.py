@@ -1,0 +1,60 @@
+"""The test run's server plan (``tests/helpers/server_plan.py``) keeps servers and a test's own
+processes within the machine's memory: the CI run that the kernel killed (four servers beside
+two class runs' engines) is the first case here. Items are stand-ins with what the plan reads of
+a collected test: its node id, its fixtures, its marks.
+
+    pytest tests/test_server_plan.py
+"""
+
+import pytest
+
+from tests.helpers.server_plan import SERVER_GB, ServerPlan
+
+
+class Item:
+    def __init__(self, nodeid: str, *servers: str, memory: float | None = None):
+        self.nodeid = nodeid
+        self.fixturenames = [f"{kind}_server" for kind in servers]
+        self.marks = [pytest.mark.memory(memory).mark] if memory else []
+
+    def iter_markers(self, name: str):
+        return (mark for mark in self.marks if mark.name == name)
+
+
+BUDGET = 17.6  # 24 GB less pytest's 4 and a 2 GB reserve
+
+
+def test_before_a_test_that_needs_room_the_idle_server_used_furthest_ahead_stops():
+    items = [Item("tests/test_callers.py::a", "arc", "plain", "keyed", "gateway"),
+             Item("tests/test_cpu_builds.py::b", memory=8),
+             Item("tests/test_hostile_input.py::c", "arc", "keyed"),
+             Item("tests/test_inspector.py::d", "gateway"),
+             Item("tests/test_plugin.py::e", "plain")]
+    plan = ServerPlan(items, BUDGET)
+    running = ["arc", "plain", "keyed", "gateway"]
+    assert 4 * SERVER_GB + 8 > BUDGET  # what the kernel's OOM killer met
+    assert plan.to_stop(1, running) == ["plain"]  # next used last, at e
+    assert plan.to_stop(2, running) == []  # c holds no processes of its own: all four fit
+
+
+def test_a_server_the_test_or_its_module_uses_later_is_never_stopped_for_room():
+    items = [Item("tests/test_ray_serve.py::a", "arc", memory=8),
+             Item("tests/test_ray_serve.py::b", "plain", memory=8),
+             Item("tests/test_ray_serve.py::c", "plain", "smol")]
+    plan = ServerPlan(items, BUDGET)
+    # At a: arc is a's own, plain and smol are used later in the same module (its fixtures may
+    # hold their addresses), so nothing may stop, and a runs over the budget rather than break.
+    assert plan.to_stop(0, ["arc", "plain", "smol"]) == []
+
+
+def test_a_server_starts_ahead_only_where_it_fits_until_its_first_use():
+    items = [Item("tests/test_a.py::a"),
+             Item("tests/test_b.py::b", "keyed"),
+             Item("tests/test_c.py::c", memory=9),
+             Item("tests/test_d.py::d", "gateway")]
+    plan = ServerPlan(items, BUDGET)
+    # Two servers run: a third fits beside a's and b's processes, not beside c's 9 GB.
+    assert plan.fits("keyed", 0, running=2)
+    assert not plan.fits("gateway", 0, running=2)
+    assert plan.fits("gateway", 0, running=1)  # with one fewer, it does
+    assert not plan.fits("plain", 0, running=0)  # no test of the run uses it
