@@ -129,7 +129,7 @@ def pytest_runtest_setup(item):
         return
     for kinds in plan.kinds[at:at + LOOKAHEAD]:
         for kind in kinds:
-            if kind not in running() and len(running()) < MAX_AHEAD and plan.fits(kind, at, len(running())):
+            if kind not in running() and len(running()) < MAX_AHEAD and plan.fits(kind, at, running()):
                 launch(kind)
 
 

@@ -23,7 +23,7 @@ from tests.helpers.api_calls import call, log
 from tests.helpers.http_calls import leave_after, stream_events
 from tests.helpers.processes import processes_titled
 
-pytestmark = [pytest.mark.slow, pytest.mark.memory(8)]  # Ray, a front and two engine replicas
+pytestmark = [pytest.mark.slow, pytest.mark.memory(9)]  # Ray, a front and two engine replicas
 
 
 KEY_A = {"Authorization": "Bearer key-a"}

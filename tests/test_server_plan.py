@@ -8,7 +8,7 @@ a collected test: its node id, its fixtures, its marks.
 
 import pytest
 
-from tests.helpers.server_plan import SERVER_GB, ServerPlan
+from tests.helpers.server_plan import SERVER_GB, ServerPlan, server_gb
 
 
 class Item:
@@ -37,6 +37,14 @@ def test_before_a_test_that_needs_room_the_idle_server_used_furthest_ahead_stops
     assert plan.to_stop(2, running) == []  # c holds no processes of its own: all four fit
 
 
+def test_smollm2s_server_counts_what_it_holds():
+    assert server_gb("smol") > 2 * server_gb("arc") and server_gb("arc") == SERVER_GB
+    items = [Item("tests/test_ray_serve.py::a", memory=8), Item("tests/test_real_clients.py::b", "smol")]
+    plan = ServerPlan(items, BUDGET)
+    assert not plan.fits("smol", 0, running=["arc", "plain"])  # not ahead beside the Ray cluster
+    assert plan.fits("smol", 1, running=["arc", "plain"])  # once it is gone
+
+
 def test_a_server_the_test_or_its_module_uses_later_is_never_stopped_for_room():
     items = [Item("tests/test_ray_serve.py::a", "arc", memory=8),
              Item("tests/test_ray_serve.py::b", "plain", memory=8),
@@ -54,7 +62,8 @@ def test_a_server_starts_ahead_only_where_it_fits_until_its_first_use():
              Item("tests/test_d.py::d", "gateway")]
     plan = ServerPlan(items, BUDGET)
     # Two servers run: a third fits beside a's and b's processes, not beside c's 9 GB.
-    assert plan.fits("keyed", 0, running=2)
-    assert not plan.fits("gateway", 0, running=2)
-    assert plan.fits("gateway", 0, running=1)  # with one fewer, it does
-    assert not plan.fits("plain", 0, running=0)  # no test of the run uses it
+    assert plan.fits("keyed", 0, running=["arc", "plain"])
+    assert not plan.fits("gateway", 0, running=["arc", "plain"])
+    assert plan.fits("gateway", 0, running=["arc"])  # with one fewer, it does
+    assert not plan.fits("gateway", 0, running=["smol"])  # SmolLM2's server holds more than two
+    assert not plan.fits("plain", 0, running=[])  # no test of the run uses it

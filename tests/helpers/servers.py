@@ -47,8 +47,9 @@ KINDS = {
                       vllm_entry=False, model=lambda: reasoning_model.prepare("qwen3"), max_model_len=32768,
                       env={"PYTHONPATH": str(REPO)}),
     # The embedded model (SmolLM2) for the real clients and the tests that need a model that
-    # answers: float32, a 16k window (sessions may ask for a smaller one).
-    "smol": dict(extra=("--dtype", "float32"), vllm_entry=False, model=lambda: default_model_dir(require=True),
+    # answers: float32, a 16k window (sessions may ask for a smaller one); it holds about 7 GB, its
+    # engine 5.6 GB from its start (``gb``: what the run's memory plan counts it as).
+    "smol": dict(extra=("--dtype", "float32"), vllm_entry=False, model=lambda: default_model_dir(require=True), gb=7,
                  max_model_len=16384, env={"VLLM_ALLOW_LONG_MAX_MODEL_LEN": "1", "VLLM_CPU_KVCACHE_SPACE": "4"}),
     "r1": dict(extra=("--reasoning-parser", "deepseek_r1", "--enable-auto-tool-choice", "--tool-call-parser", "hermes",
                       *SHORT_ANSWERS),
