@@ -38,12 +38,10 @@ RESERVE_GB = 2.0
 
 
 def machine_gb() -> float:
-    """The machine's memory in GB (``MemTotal``)."""
-    with open("/proc/meminfo") as meminfo:
-        for line in meminfo:
-            if line.startswith("MemTotal:"):
-                return int(line.split()[1]) / 2 ** 20
-    raise RuntimeError("/proc/meminfo has no MemTotal")
+    """The machine's memory in GB (the profiler's own reading, ``arc_vllm/cost/calibrate.py``)."""
+    from arc_vllm.cost.calibrate import memory_bytes
+
+    return memory_bytes("cpu") / 2 ** 30
 
 
 def kinds_of(item) -> set[str]:

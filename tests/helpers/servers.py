@@ -13,8 +13,9 @@ session caps', the plugin's, KV reuse's, the CLIs' 32k one), so that they start 
 A test run starts a kind up to 40 tests before the first that needs it, while fewer than three
 run and it fits in memory (``launch``: its start-up, tens of seconds, overlaps those tests), and
 stops it after the last (``stop``), or earlier to make room for a test's own processes, so the
-run holds only the servers in use (``tests/helpers/server_plan.py``). A test holds a ``Handle``, which
-reaches the server of its kind as it runs now, started again if it was stopped for room.
+run holds only the servers in use (``tests/helpers/server_plan.py``). A test holds a
+``Handle``, which reaches the server of its kind as it runs now, started again if it was
+stopped for room.
 """
 
 from __future__ import annotations
