@@ -115,7 +115,7 @@ def shared_server(kind: str, doc: str):
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_setup(item):
     from tests.helpers.server_plan import LOOKAHEAD, MAX_AHEAD, ServerPlan
-    from tests.helpers.servers import launch, running, shared, stop
+    from tests.helpers.servers import launch, running, shared, starting, stop
 
     plan = ServerPlan.of(item.session)
     at = plan.index.get(item)
@@ -127,10 +127,17 @@ def pytest_runtest_setup(item):
         for kind in running():
             shared(kind)  # a start-up under way ends before the test measures time
         return
+    under_way = len(starting())
     for kinds in plan.kinds[at:at + LOOKAHEAD]:
         for kind in kinds:
-            if kind not in running() and len(running()) < MAX_AHEAD and plan.fits(kind, at, running()):
+            if kind in running() or under_way >= MAX_AHEAD:
+                continue
+            room = [] if plan.fits(kind, at, running()) else plan.to_displace(kind, at, running())
+            if room is not None:
+                for other in room:
+                    stop(other)
                 launch(kind)
+                under_way = len(starting())
 
 
 def pytest_runtest_teardown(item, nextitem):

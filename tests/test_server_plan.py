@@ -67,3 +67,30 @@ def test_a_server_starts_ahead_only_where_it_fits_until_its_first_use():
     assert plan.fits("gateway", 0, running=["arc"])  # with one fewer, it does
     assert not plan.fits("gateway", 0, running=["smol"])  # SmolLM2's server holds more than two
     assert not plan.fits("plain", 0, running=[])  # no test of the run uses it
+
+
+def test_a_server_displaces_idle_ones_needed_only_after_its_first_use():
+    items = [Item("tests/test_ray_bench.py::a", "arc", "plain"),
+             Item("tests/test_ray_serve.py::b", memory=9),
+             Item("tests/test_ray_serve.py::c", memory=9),
+             Item("tests/test_real_clients.py::d", "smol", memory=3),
+             Item("tests/test_recall.py::e", "arc"),
+             Item("tests/test_serving.py::f", "plain", "smol")]
+    plan = ServerPlan(items, BUDGET)
+    running = ["arc", "plain"]
+    assert not plan.fits("smol", 1, running)  # beside the Ray cluster and the two tiny servers
+    # Both tiny servers are next used after the clients: plain last, so it goes first, and then
+    # arc, since SmolLM2's 7 GB and the cluster's 9 leave no room for a 3 GB server.
+    assert plan.to_displace("smol", 1, running) == ["plain", "arc"]
+    assert plan.fits("arc", 3, ["smol"])  # once the cluster is gone, arc starts ahead of e again
+    # The displacer is needed before either comes back: neither displaces it.
+    assert plan.to_displace("arc", 2, ["smol"]) is None
+
+
+def test_nothing_the_current_module_or_an_earlier_use_needs_is_displaced():
+    items = [Item("tests/test_ray_serve.py::a", "arc", memory=9),
+             Item("tests/test_ray_serve.py::b", "arc", memory=9),
+             Item("tests/test_real_clients.py::c", "smol", "plain")]
+    plan = ServerPlan(items, BUDGET)
+    assert plan.to_displace("smol", 0, ["arc"]) is None  # arc is the module's, and b's
+    assert plan.to_displace("smol", 0, ["plain"]) is None  # plain is used with smol, not after

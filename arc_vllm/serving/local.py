@@ -67,13 +67,19 @@ class Server:
         while time.time() < deadline:
             if self.process.poll() is not None:
                 raise RuntimeError(f"server exited: {self.log.read_text()[-3000:]}")
-            try:
-                urllib.request.urlopen(self.base + "/health", timeout=2)
+            if self.healthy():
                 return self
-            except OSError:
-                time.sleep(1)
+            time.sleep(1)
         self.stop()
         raise TimeoutError(f"server not healthy in {timeout}s: {self.log.read_text()[-3000:]}")
+
+    def healthy(self, timeout: float = 2) -> bool:
+        """Whether /health answers now (``wait`` polls it; a caller that must not block asks)."""
+        try:
+            urllib.request.urlopen(self.base + "/health", timeout=timeout)
+            return True
+        except OSError:
+            return False
 
     def kill(self) -> None:
         """kill -9 of the whole process group: the crash the durable store must survive."""

@@ -98,6 +98,14 @@ def running() -> list[str]:
     return list(_started)
 
 
+def starting() -> list[str]:
+    """The kinds of the servers whose start-up is under way: started, not yet healthy."""
+    for kind in _started.keys() - _ready:
+        if _started[kind].healthy(timeout=0.2):
+            _ready.add(kind)
+    return [kind for kind in _started if kind not in _ready]
+
+
 def shared(kind: str) -> Server:
     """The ``kind`` server (the tiny model's: 4,096 tokens), started on first use, healthy. Its
     folder (``server.log.parent``) holds what ``{folder}`` names in its arguments."""
