@@ -8,7 +8,7 @@ a collected test: its node id, its fixtures, its marks.
 
 import pytest
 
-from tests.helpers.server_plan import SERVER_GB, ServerPlan, server_gb
+from tests.helpers.server_plan import LOOKAHEAD, SERVER_GB, ServerPlan, server_gb
 
 
 class Item:
@@ -69,28 +69,48 @@ def test_a_server_starts_ahead_only_where_it_fits_until_its_first_use():
     assert not plan.fits("plain", 0, running=[])  # no test of the run uses it
 
 
-def test_a_server_displaces_idle_ones_needed_only_after_its_first_use():
+
+def quick(module: str, count: int) -> list[Item]:
+    """``count`` tests of ``module`` that use no server: the quick ones between two users."""
+    return [Item(f"tests/{module}::q{n}") for n in range(count)]
+
+
+def test_a_server_displaces_idle_ones_not_needed_within_the_lookahead():
     items = [Item("tests/test_ray_bench.py::a", "arc", "plain"),
              Item("tests/test_ray_serve.py::b", memory=9),
-             Item("tests/test_ray_serve.py::c", memory=9),
-             Item("tests/test_real_clients.py::d", "smol", memory=3),
-             Item("tests/test_recall.py::e", "arc"),
-             Item("tests/test_serving.py::f", "plain", "smol")]
+             Item("tests/test_real_clients.py::c", "smol", memory=3),
+             *quick("test_recall.py", LOOKAHEAD),
+             Item("tests/test_redis.py::d", "arc"),
+             *quick("test_replay.py", 10),
+             Item("tests/test_serving.py::e", "plain", "smol")]
     plan = ServerPlan(items, BUDGET)
     running = ["arc", "plain"]
     assert not plan.fits("smol", 1, running)  # beside the Ray cluster and the two tiny servers
-    # Both tiny servers are next used after the clients: plain last, so it goes first, and then
-    # arc, since SmolLM2's 7 GB and the cluster's 9 leave no room for a 3 GB server.
+    # Both tiny servers are next needed beyond the lookahead: plain last, so it goes first, and
+    # then arc, since SmolLM2's 7 GB and the cluster's 9 leave no room for a 3 GB server.
     assert plan.to_displace("smol", 1, running) == ["plain", "arc"]
-    assert plan.fits("arc", 3, ["smol"])  # once the cluster is gone, arc starts ahead of e again
+    assert plan.fits("arc", 2, ["smol"])  # once the cluster is gone, arc starts ahead of d again
     # The displacer is needed before either comes back: neither displaces it.
-    assert plan.to_displace("arc", 2, ["smol"]) is None
+    assert plan.to_displace("arc", 1, ["smol"]) is None
 
 
-def test_nothing_the_current_module_or_an_earlier_use_needs_is_displaced():
+def test_nothing_needed_soon_in_the_current_module_or_with_the_displacer_is_displaced():
     items = [Item("tests/test_ray_serve.py::a", "arc", memory=9),
+             *quick("test_ray_serve.py", 10),
              Item("tests/test_ray_serve.py::b", "arc", memory=9),
              Item("tests/test_real_clients.py::c", "smol", "plain")]
     plan = ServerPlan(items, BUDGET)
-    assert plan.to_displace("smol", 0, ["arc"]) is None  # arc is the module's, and b's
-    assert plan.to_displace("smol", 0, ["plain"]) is None  # plain is used with smol, not after
+    assert plan.to_displace("smol", 1, ["arc"]) is None  # the module's own, for b
+    assert plan.to_displace("smol", 1, ["plain"]) is None  # needed with smol
+
+
+@pytest.mark.parametrize("between", [30, LOOKAHEAD])
+def test_an_idle_server_needed_within_the_lookahead_is_not_displaced(between):
+    items = [Item("tests/test_ray_serve.py::a", memory=9),
+             Item("tests/test_real_clients.py::b", "smol"),
+             *quick("test_recall.py", between),
+             Item("tests/test_serving.py::c", "durable")]
+    plan = ServerPlan(items, BUDGET)
+    # Stopped 30 tests before its use, durable would start again at once (SmolLM2's server,
+    # displaced so, started again 60 tests later); beyond the lookahead it has time to.
+    assert plan.to_displace("smol", 0, ["durable"]) == (None if between < LOOKAHEAD else ["durable"])

@@ -16,13 +16,15 @@ import bisect
 # Shared servers start some tests ahead of their first user and stop after their last: a
 # start-up (tens of seconds of CPU, most of it importing vLLM) overlaps the tests before it, and
 # the run holds only the servers in use. Many tests take well under a second, so 6 tests ahead
-# left a start-up 0 to 2 s of lead where 40 leave 35 to 240 s. Servers start ahead only while
+# left a start-up 0 to 2 s of lead where 40 leave 35 to 240 s, but for a server whose first users
+# follow a few hundred quick ones (test_store.py's properties): 40 left the reasoning server
+# 30 s, and its module waited 43 s more (AVX2 class, 897581b). Servers start ahead only while
 # fewer than MAX_AHEAD start-ups are under way (each takes a core for about 20 s), however many
 # run: counted as servers running, the callers' gateway server could not start ahead of its
 # module while four others served the first modules. A test that measures time
 # (``pytest.mark.quiet``) waits for the start-ups under way and none begins while it runs: the
 # profiler's held-out cells, measured while a server started, were off by more than tenfold.
-LOOKAHEAD = 40  # tests
+LOOKAHEAD = 80  # tests
 MAX_AHEAD = 3  # start-ups under way
 # Memory. A server holds about SERVER_GB (its API process and its engine's, most of it torch and
 # vLLM; vLLM-CPU's KV cache is touched only as it fills), or what its kind says (``gb`` in
@@ -33,9 +35,11 @@ MAX_AHEAD = 3  # start-ups under way
 # and a reserve: a server starts ahead only where it fits until its first use, and a test that
 # needs room first stops the idle servers whose next use is in a later module, furthest first
 # (they start again ahead of it). A server that does not fit ahead of its first use may displace
-# idle servers needed only after that use (outside the current module), furthest first, as a
-# cache evicts what it needs last: a displaced server never displaces its displacer before that
-# use, so nothing thrashes. SmolLM2's server (7 GB) fitted neither beside the Ray cluster nor
+# idle servers not needed within LOOKAHEAD tests (nor in the current module), furthest first, as
+# a cache evicts what it needs last: a displaced server has time to start again ahead of its own
+# use, and never displaces its displacer before that use, so nothing thrashes (with any idle
+# server needed after the displacer's first use, SmolLM2's server was displaced and started
+# again 60 tests later). SmolLM2's server (7 GB) fitted neither beside the Ray cluster nor
 # after it with time to start: the real clients waited 257 s for it where, started beside the
 # cluster, they had waited 198 s. A CI run at 10efafd had the kernel kill pytest at
 # test_cpu_builds: four servers (2.2 GB each), pytest (3.2 GB), and four engines (2.8 GB each) of
@@ -129,16 +133,16 @@ class ServerPlan:
 
     def to_displace(self, kind: str, at: int, running: list[str]) -> list[str] | None:
         """The idle servers to stop now so that ``kind`` fits ahead of its first use: those
-        next used after that use and in another module than the test at ``at``, furthest
-        first; None where even all of them leave no room (then nothing stops)."""
-        first = self.next_use(kind, at)
-        if first is None:
+        not needed within LOOKAHEAD tests (so after that use, and with time to start again
+        ahead of their own) nor later in the module of the test at ``at``, furthest first; None
+        where even all of them leave no room (then nothing stops)."""
+        if self.next_use(kind, at) is None:
             return None
         later = []
         for other in running:
             use = self.next_use(other, at)
             use = len(self.kinds) if use is None else use
-            if use > first and (use == len(self.kinds) or self.module[use] != self.module[at]):
+            if use >= at + LOOKAHEAD and (use == len(self.kinds) or self.module[use] != self.module[at]):
                 later.append((use, other))
         stopping, left = [], list(running)
         for _, other in sorted(later, reverse=True):
