@@ -69,7 +69,6 @@ def test_a_server_starts_ahead_only_where_it_fits_until_its_first_use():
     assert not plan.fits("plain", 0, running=[])  # no test of the run uses it
 
 
-
 def quick(module: str, count: int) -> list[Item]:
     """``count`` tests of ``module`` that use no server: the quick ones between two users."""
     return [Item(f"tests/{module}::q{n}") for n in range(count)]

@@ -118,15 +118,9 @@ class ServerPlan:
 
     def to_stop(self, at: int, running: list[str]) -> list[str]:
         """The idle servers to stop before the test at ``at`` so that its processes fit: those
-        next used in a later module (a module's fixtures may hold a server's address), furthest
-        first, until what is left fits."""
-        idle = []
-        for kind in running:
-            later = self.next_use(kind, at)
-            if later is not None and self.module[later] != self.module[at]:
-                idle.append((later, kind))
+        next used in a later module, furthest first (``idle``), until what is left fits."""
         stopping, held = [], sum(map(server_gb, running)) + self.memory[at]
-        for _, kind in sorted(idle, reverse=True):
+        for kind in self.idle(at, running, from_test=at):
             if held <= self.budget_gb:
                 break
             stopping.append(kind)
@@ -140,16 +134,22 @@ class ServerPlan:
         where even all of them leave no room (then nothing stops)."""
         if self.next_use(kind, at) is None:
             return None
-        later = []
-        for other in running:
-            use = self.next_use(other, at)
-            use = len(self.kinds) if use is None else use
-            if use >= at + LOOKAHEAD and (use == len(self.kinds) or self.module[use] != self.module[at]):
-                later.append((use, other))
         stopping, left = [], list(running)
-        for _, other in sorted(later, reverse=True):
+        for other in self.idle(at, running, from_test=at + LOOKAHEAD):
             if self.fits(kind, at, left):
                 break
             stopping.append(other)
             left.remove(other)
         return stopping if self.fits(kind, at, left) else None
+
+    def idle(self, at: int, running: list[str], from_test: int) -> list[str]:
+        """The running servers not needed before test ``from_test`` nor later in the module of
+        the test at ``at`` (its fixtures may hold their addresses), furthest next use first."""
+        never = len(self.kinds)
+        later = []
+        for kind in running:
+            use = self.next_use(kind, at)
+            use = never if use is None else use
+            if use >= from_test and (use == never or self.module[use] != self.module[at]):
+                later.append((use, kind))
+        return [kind for _, kind in sorted(later, reverse=True)]
