@@ -9,6 +9,7 @@ cluster you run (``--ray-address``) is served over a store folder.
 
 import json
 import os
+import re
 import signal
 import threading
 import time
@@ -79,7 +80,8 @@ def test_ray_address_joins_a_cluster_you_run(tmp_path):
     front=$!
     {sys.executable} {tmp_path / 'client.py'}
     code=$?
-    pkill -TERM -P $front; kill $front
+    kill -TERM $front; wait $front; echo "STOPPED $?"
+    {sys.executable} -c "import socket; socket.create_connection(('127.0.0.1', 8199), 2)" 2>/dev/null && echo SERVING
     {bin_dir / 'ray'} stop --force > /dev/null 2>&1
     exit $code
     """
@@ -87,7 +89,12 @@ def test_ray_address_joins_a_cluster_you_run(tmp_path):
                           capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:] + \
         (tmp_path / "serve.log").read_text()[-3000:]
-    assert "REPLICA" in done.stdout and done.stdout.strip().endswith("True")
+    assert re.search(r"^REPLICA \S+ True$", done.stdout, re.M), done.stdout
+    # A SIGTERM to the command stops the front it runs (nothing serves on its port) and removes
+    # the folder of the replicas' logs, which it named.
+    assert "STOPPED 0" in done.stdout and "SERVING" not in done.stdout, done.stdout
+    logs = re.search(r"\(logs in (\S+)\)", (tmp_path / "serve.log").read_text()).group(1)
+    assert not Path(logs).parent.exists(), logs
 
 
 @pytest.fixture(scope="module")

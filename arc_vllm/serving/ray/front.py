@@ -257,11 +257,13 @@ def main(argv: list[str]) -> int:
     rest = replica_arguments(rest, args.ray_address, work)
     inner = [sys.executable, "-m", "arc_vllm.serving.ray.front", "--ray-replicas", str(args.ray_replicas),
              "--ray-routing", args.ray_routing, "--log-dir", str(work / "logs")]
+    print(f"arc-vllm: {args.ray_replicas} replicas starting; serving on http://{args.host}:{args.port} "
+          f"(logs in {work / 'logs'})", file=sys.stderr, flush=True)
     if args.ray_address:
-        code = subprocess.call(inner + ["--ray-address", args.ray_address, "--host", args.host,
-                                        "--port", str(args.port), *rest])
+        code = waited(subprocess.Popen(inner + ["--ray-address", args.ray_address, "--host", args.host,
+                                                "--port", str(args.port), *rest]))
     else:
-        code = local_cluster(inner + rest, args.ray_replicas, args.host, args.port, work)
+        code = local_cluster(inner + rest, args.host, args.port)
     return removed(work, code)
 
 
@@ -286,10 +288,9 @@ def replica_arguments(rest: list[str], ray_address: str | None, work: Path) -> l
     return rest
 
 
-def local_cluster(command: list[str], replicas: int, host: str, port: int, work: Path) -> int:
-    """Run ``command`` (the cluster side, of ``replicas`` replicas) in a loopback-only network namespace of its own, on a
+def local_cluster(command: list[str], host: str, port: int) -> int:
+    """Run ``command`` (the cluster side) in a loopback-only network namespace of its own, on a
     socket listening on ``host:port`` out here; its exit code."""
-    import signal
     import socket
 
     from arc_vllm.ray_cluster import isolated_command, isolated_environment
@@ -303,24 +304,35 @@ def local_cluster(command: list[str], replicas: int, host: str, port: int, work:
         env=isolated_environment(), start_new_session=True, pass_fds=(listener.fileno(),),
         preexec_fn=lambda: die_with_parent(15))
     listener.close()  # the front holds it now
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
-    code = 0
     try:
-        print(f"arc-vllm: {replicas} replicas starting; serving on http://{host}:{port} "
-              f"(logs in {work / 'logs'})", file=sys.stderr, flush=True)
-        code = cluster.wait()
-    except KeyboardInterrupt:
-        code = 0
+        return waited(cluster)
     finally:
-        cluster.terminate()
-        try:
-            cluster.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            pass
         from arc_vllm.ray_cluster import kill_session
 
         kill_session(cluster.pid)  # the cluster's own session: anything still left of it
-    return code
+
+
+def waited(child: subprocess.Popen) -> int:
+    """The exit code of ``child`` (the side that serves), or 0 when this process is stopped by
+    Ctrl-C or SIGTERM, as a server is; ``child`` is stopped with it (SIGTERM, then SIGKILL after
+    60 s). A SIGTERM used to end this process where it stood: the child (``--ray-address``) kept
+    serving, and the run's folder stayed in /tmp."""
+    import signal
+
+    def interrupted(*_):
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, interrupted)
+    try:
+        return child.wait()
+    except KeyboardInterrupt:
+        return 0
+    finally:
+        child.terminate()
+        try:
+            child.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            child.kill()
 
 
 def removed(work: Path, code: int) -> int:
