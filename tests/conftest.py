@@ -47,11 +47,31 @@ def pytest_terminal_summary(terminalreporter, config):
     reads it): the CPU's flags, what torch reports of them, vLLM's build and its choices."""
     from tests.helpers.machine import MACHINE
 
+    logs = config.stash.get(SERVER_LOGS, None)
+    if logs is not None:
+        terminalreporter.write_line(f"the shared servers' logs: {logs}")
     machine = config.stash.get(MACHINE, None)
     if machine is not None:
         terminalreporter.write_sep("-", "machine class")
         for name, value in machine.items():
             terminalreporter.write_line(f"{name}: {value}")
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """The shared servers stop, and their folders go unless the run failed: then their logs
+    are named in the summary."""
+    from tests.helpers.servers import folder, stop_all
+
+    stop_all()
+    if folder() is None:
+        return
+    if exitstatus == 0:
+        shutil.rmtree(folder(), ignore_errors=True)
+    else:
+        session.config.stash[SERVER_LOGS] = folder()
+
+
+SERVER_LOGS = pytest.StashKey()
 
 
 def pytest_collection_modifyitems(config, items):

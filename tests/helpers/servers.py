@@ -76,6 +76,13 @@ KINDS = {
 }
 _started: dict[str, Server] = {}
 _ready: set[str] = set()
+_folder: list[Path] = []  # this run's folder of server folders, made at the first start
+
+
+def folder() -> Path | None:
+    """The folder of this run's server folders (their logs, stores, Prometheus files), if any
+    started: removed when the run passes, kept and named when it fails (``tests/conftest.py``)."""
+    return _folder[0] if _folder else None
 
 
 def launch(kind: str) -> None:
@@ -83,7 +90,9 @@ def launch(kind: str) -> None:
     the servers its next tests need while the current ones run (``tests/conftest.py``)."""
     if kind not in _started:
         spec = KINDS[kind]
-        folder = Path(tempfile.mkdtemp(prefix=f"arc-{kind}-"))
+        if not _folder:
+            _folder.append(Path(tempfile.mkdtemp(prefix="arc-test-servers-")))
+        folder = Path(tempfile.mkdtemp(prefix=f"{kind}-", dir=_folder[0]))
         (folder / "prometheus").mkdir()
         extra = [argument.format(folder=folder) for argument in spec["extra"]]
         env = {name: value.format(folder=folder) for name, value in {**STORE, **spec.get("env", {})}.items()}
