@@ -42,6 +42,9 @@ settings.register_profile(
 settings.load_profile("arc")
 
 
+SERVER_LOGS = pytest.StashKey()  # the shared servers' folder, kept by a run that failed
+
+
 def pytest_terminal_summary(terminalreporter, config):
     """Every run's log names the machine class it ran on (``tests/test_machine_class.py``
     reads it): the CPU's flags, what torch reports of them, vLLM's build and its choices."""
@@ -69,9 +72,6 @@ def pytest_sessionfinish(session, exitstatus):
         shutil.rmtree(folder(), ignore_errors=True)
     else:
         session.config.stash[SERVER_LOGS] = folder()
-
-
-SERVER_LOGS = pytest.StashKey()
 
 
 def pytest_collection_modifyitems(config, items):

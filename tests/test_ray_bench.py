@@ -36,17 +36,19 @@ def content(path: Path) -> list[dict]:
     return sorted(out, key=lambda row: (row["method"], row["seed"], row["task"]))
 
 
+def bench_command(out: Path, *extra: str) -> list[str]:
+    return [ARC, *BENCH, *extra, "--out", str(out)]
+
+
 def run_bench(out: Path, *extra: str, timeout: int = 600) -> subprocess.CompletedProcess:
-    return subprocess.run([ARC, *BENCH, *extra, "--out", str(out)], capture_output=True, text=True,
-                          timeout=timeout)
+    return subprocess.run(bench_command(out, *extra), capture_output=True, text=True, timeout=timeout)
 
 
 def test_ray_results_equal_a_local_run_and_a_rerun_adds_nothing(tmp_path):
     # The local run beside the Ray run, whose cluster start-up leaves a core idle: 19 s against
     # 28 s one after the other.
     with open(tmp_path / "local.err", "w") as errors:
-        local = subprocess.Popen([ARC, *BENCH, "--out", str(tmp_path / "local")], stdout=subprocess.DEVNULL,
-                                 stderr=errors)
+        local = subprocess.Popen(bench_command(tmp_path / "local"), stdout=subprocess.DEVNULL, stderr=errors)
         try:
             distributed = run_bench(tmp_path / "ray", "--ray")
             local.wait(timeout=600)
