@@ -188,15 +188,19 @@ def test_a_clients_max_tokens_is_granted_as_plain_vllm_grants_it_on_every_api(ar
         assert length[path](ours) == length[path](theirs) > 512, path
         assert ours["arc"]["max_tokens"] == 520 and ours["arc"]["max_tokens_asked"] == 520
     # A conversation ARC must compact: the view leaves min(1500, 25% of 4,096) = 1,024 tokens.
+    # The answer is held to a few tokens (structured outputs): what is checked is the room ARC
+    # grants, and the engine's keeping to a grant is checked above (the tiny model fills any
+    # room it gets: 1,024 tokens more to decode, a quarter of this test's time).
     messages = [{"role": "user", "content": "Read the logs."}]
     for index in range(6):
         messages += [{"role": "assistant", "content": f"cat log{index}"}, {"role": "user", "content": log(index)}]
     _, ours, _ = call(arc_server.base, "POST", "/v1/chat/completions",
-                      {"model": model, "messages": messages, "max_tokens": 1500, "temperature": 0})
+                      {"model": model, "messages": messages, "max_tokens": 1500, "temperature": 0,
+                       "structured_outputs": {"choice": ["done"]}})
     arc = ours["arc"]
     assert arc["compactions"] >= 1 and arc["view_tokens"] <= 4096 - 1024
     assert arc["max_tokens"] == min(1500, 4096 - arc["view_tokens"]) >= 1024
-    assert ours["usage"]["completion_tokens"] <= arc["max_tokens"]
+    assert ours["choices"][0]["message"]["content"] == "done" and ours["usage"]["completion_tokens"] <= arc["max_tokens"]
 
 
 def test_interleaved_conversations_of_two_callers_never_mix(arc_server):
