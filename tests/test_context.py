@@ -295,7 +295,7 @@ def test_memory_beyond_the_stored_bodies_stays_bounded(smol, monkeypatch):
     context = ArcContext(ArcConfig.for_window(16384, 1024), smol, task="t")
     from arc_vllm.core.lru import CharBoundedLRU
 
-    monkeypatch.setattr(smol, "_segment_counts", CharBoundedLRU(400_000))
+    monkeypatch.setattr(smol, "_segment_ids", CharBoundedLRU(400_000))
     context.sizer.cache, context.counter.cache = CharBoundedLRU(400_000), CharBoundedLRU(400_000)
     tracemalloc.start()
     payload, overhead = 0, {}

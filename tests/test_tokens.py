@@ -15,12 +15,17 @@ messages_strategy = st.lists(
 
 @given(messages_strategy)
 def test_segment_count_equals_full_encode(smol, messages):
-    assert smol.count_messages(messages) == smol.count_rendered(smol.render(messages))
+    """Counts and ids taken segment by segment (through their cache) are a full encode's."""
+    rendered = smol.render(messages)
+    assert smol.count_messages(messages) == smol.count_rendered(rendered)
+    assert smol.prompt_token_ids(messages) == smol._backend.encode(rendered, add_special_tokens=False).ids
+    assert smol.prompt_token_ids(messages) == smol._backend.encode(rendered, add_special_tokens=False).ids  # cached
 
 
 def test_special_token_text_inside_content_is_counted_like_the_engine(smol):
     messages = [{"role": "user", "content": "a <|im_end|> b <|im_start|>"}]
     assert smol.count_messages(messages) == smol.count_rendered(smol.render(messages))
+    assert smol.prompt_token_ids(messages) == smol._backend.encode(smol.render(messages), add_special_tokens=False).ids
 
 
 @given(st.text(max_size=400))
@@ -96,3 +101,32 @@ def test_cached_counter_counts_once(smol):
     text = "an immutable stub " * 50
     assert cached.count(text) == cached.count(text) == smol.count(text)
     assert (cached.num_misses, cached.num_hits) == (1, 1)
+
+
+def test_the_counters_tokenizer_is_the_one_autotokenizer_gives(tmp_path):
+    """The counter loads a plain tokenizer class without AutoTokenizer (whose import costs
+    seconds): for every model the suite serves it is the tokenizer vLLM's AutoTokenizer gives,
+    the same class, backend and chat template; a class that rebuilds its backend (Qwen2's) goes
+    through AutoTokenizer. The byte-level alphabet is GPT-2's."""
+    import json
+    import shutil
+
+    from transformers import AutoTokenizer
+    from transformers.convert_slow_tokenizer import bytes_to_unicode
+
+    from arc_vllm.core.tokens import HFTokenCounter, byte_level_symbols, load_tokenizer
+    from arc_vllm.model_prep import prepare_tiny
+    from arc_vllm.reasoning_model import prepare
+
+    assert byte_level_symbols() == bytes_to_unicode()
+    # A plain folder that says Qwen2Tokenizer is Qwen2's: AutoTokenizer's way, not the plain one.
+    renamed = tmp_path / "renamed"
+    shutil.copytree(prepare_tiny(), renamed)
+    config = json.loads((renamed / "tokenizer_config.json").read_text())
+    (renamed / "tokenizer_config.json").write_text(json.dumps(dict(config, tokenizer_class="Qwen2Tokenizer")))
+    for folder in (prepare_tiny(), prepare("qwen3"), prepare("r1"), renamed):
+        ours, theirs = load_tokenizer(str(folder)).__class__, AutoTokenizer.from_pretrained(str(folder))
+        counter = HFTokenCounter(str(folder))
+        assert type(counter.tokenizer) is type(theirs) is ours, folder
+        assert counter.tokenizer.backend_tokenizer.to_str() == theirs.backend_tokenizer.to_str(), folder
+        assert counter.tokenizer.chat_template == theirs.chat_template, folder

@@ -16,7 +16,9 @@ import hashlib
 import json
 import os
 import re
+from array import array
 from itertools import accumulate, pairwise
+from pathlib import Path
 from typing import Protocol, Sequence
 
 from arc_vllm.core.lru import CharBoundedLRU
@@ -100,16 +102,51 @@ def template_messages(messages: Sequence[Message], developer_role: bool = True) 
     return out
 
 
+# Tokenizer classes that are tokenizer.json as it is: for a folder that names one of them,
+# AutoTokenizer gives exactly this class. Imported alone it costs 1.4 s, where AutoTokenizer's
+# import pulls in torch and its compiler (6 s), in every process that counts: a replay, a bench.
+# Other classes (Qwen2Tokenizer, LlamaTokenizer, ...) rebuild the backend their own way, so
+# AutoTokenizer loads them, as vLLM does.
+PLAIN_TOKENIZER_CLASSES = ("TokenizersBackend", "PreTrainedTokenizerFast")
+
+
+def load_tokenizer(name_or_path: str):
+    """The tokenizer ``AutoTokenizer.from_pretrained(name_or_path)`` gives (vLLM's), loaded
+    without AutoTokenizer where the folder names a plain class (``PLAIN_TOKENIZER_CLASSES``)."""
+    folder = Path(name_or_path)
+    try:
+        named = json.loads((folder / "tokenizer_config.json").read_text()).get("tokenizer_class")
+    except (OSError, ValueError):
+        named = None
+    if named in PLAIN_TOKENIZER_CLASSES and (folder / "tokenizer.json").is_file():
+        from transformers import PreTrainedTokenizerFast
+
+        return PreTrainedTokenizerFast.from_pretrained(name_or_path)
+    from transformers import AutoTokenizer  # heavy: imported only when needed
+
+    return AutoTokenizer.from_pretrained(name_or_path)
+
+
+def byte_level_symbols() -> dict[int, str]:
+    """GPT-2's byte-level alphabet: each byte value's character in a byte-level BPE vocabulary.
+    Printable Latin-1 bytes stand for themselves; the other 68 take the characters from U+0100
+    on, in byte order (as ``bytes_to_unicode`` in GPT-2's encoder, whose module costs a second
+    to import)."""
+    printable = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), ord("ÿ") + 1)]
+    symbols = {byte: chr(byte) for byte in printable}
+    others = (byte for byte in range(256) if byte not in symbols)
+    symbols.update((byte, chr(256 + index)) for index, byte in enumerate(others))
+    return dict(sorted(symbols.items()))
+
+
 class HFTokenCounter:
     """A Hugging Face tokenizer; ``count_messages`` renders the model's chat template."""
 
     def __init__(self, name_or_path: str, chat_template: str | None = None):
         """``chat_template``: the template text the engine uses instead of the model's own
         (vLLM's ``--chat-template``), so counts are of the prompt the engine renders."""
-        from transformers import AutoTokenizer  # heavy: imported only when used
-
         self.name = str(name_or_path)
-        self.tokenizer = AutoTokenizer.from_pretrained(str(name_or_path))
+        self.tokenizer = load_tokenizer(str(name_or_path))
         if chat_template:
             self.tokenizer.chat_template = chat_template
         if not getattr(self.tokenizer, "is_fast", False):
@@ -119,21 +156,20 @@ class HFTokenCounter:
                              "the prompt as the chat template renders it")
         self._backend = self.tokenizer.backend_tokenizer
         # HF tokenizers cut the input at added tokens before any other step, so a rendered
-        # prompt's count is the sum over the text segments between them plus one per added
-        # token. Counting segments through a cache makes an exact count cheap when most of
-        # the prompt is unchanged. Tokens that strip neighbouring spaces break that sum, so
-        # they switch the shortcut off.
-        added = list(self.tokenizer.added_tokens_decoder.values())
+        # prompt's ids are those of the text segments between them, each added token's own id
+        # between. Keeping segments' ids in a cache makes an exact count, and a prompt's ids
+        # (a replay's prefix figures), cheap when most of the prompt is unchanged. Tokens that
+        # strip neighbouring spaces break that sum, so they switch the shortcut off.
+        added = self.tokenizer.added_tokens_decoder
         self._segmentable = bool(added) and not any(
             token.lstrip or token.rstrip or token.single_word or token.normalized
-            for token in added)
+            for token in added.values())
         self._added_pattern = re.compile("|".join(
-            re.escape(token.content) for token in sorted(added, key=lambda t: -len(t.content))))
-        self._segment_counts = CharBoundedLRU(SEGMENT_CACHE_CHARS)
+            re.escape(token.content) for token in sorted(added.values(), key=lambda t: -len(t.content))))
+        self._added_ids = {token.content: id for id, token in added.items()}
+        self._segment_ids = CharBoundedLRU(SEGMENT_CACHE_CHARS)
         # Byte-level BPE (GPT-2 style): every vocabulary character stands for one byte.
-        from transformers.convert_slow_tokenizer import bytes_to_unicode
-
-        byte_of = {symbol: byte for byte, symbol in bytes_to_unicode().items()}
+        byte_of = {symbol: byte for byte, symbol in byte_level_symbols().items()}
         vocabulary = self.tokenizer.get_vocab()
         if type(self._backend.pre_tokenizer).__name__ == "ByteLevel" or all(
                 symbol in vocabulary for symbol in list(byte_of)[:94]):
@@ -262,12 +298,17 @@ class HFTokenCounter:
         rendered = self.render(messages, tools)
         if not self._segmentable:
             return self.count_rendered(rendered)
-        total = 0
+        return sum(len(ids) for ids in self._segments(rendered))
+
+    def _segments(self, rendered: str):
+        """The rendered prompt's ids, piece by piece: each text segment's (cached), and each
+        added token's own, in order."""
         position = 0
         for match in self._added_pattern.finditer(rendered):
-            total += self._count_segment(rendered[position:match.start()]) + 1
+            yield self._ids_of_segment(rendered[position:match.start()])
+            yield (self._added_ids[match.group()],)
             position = match.end()
-        return total + self._count_segment(rendered[position:])
+        yield self._ids_of_segment(rendered[position:])
 
     def render(self, messages: Sequence[Message], tools: Tools = None) -> str:
         """The prompt text exactly as vLLM's chat endpoint renders it."""
@@ -279,20 +320,23 @@ class HFTokenCounter:
 
     def prompt_token_ids(self, messages: Sequence[Message], tools: Tools = None) -> list[int]:
         """The prompt's token ids, as the engine will see them (for prefix-reuse figures)."""
-        return self._ids(self.render(messages, tools))
+        rendered = self.render(messages, tools)
+        if not self._segmentable:
+            return self._ids(rendered)
+        return [id for ids in self._segments(rendered) for id in ids]
 
     def count_rendered(self, rendered: str) -> int:
         # The template already holds BOS/role markers as text; encode exactly as vLLM does.
         return len(self._ids(rendered))
 
-    def _count_segment(self, segment: str) -> int:
+    def _ids_of_segment(self, segment: str) -> Sequence[int]:
         if not segment:
-            return 0
-        cached = self._segment_counts.get(segment)
+            return ()
+        cached = self._segment_ids.get(segment)
         if cached is None:
-            cached = self.count(segment)
+            cached = array("l", self._ids(segment))  # 8 bytes a token, not a list's 36
             # Segments are copies of prompt text: the cache bounds the characters they hold.
-            self._segment_counts.put(segment, cached, len(segment))
+            self._segment_ids.put(segment, cached, len(segment))
         return cached
 
 
