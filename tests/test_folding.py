@@ -56,7 +56,9 @@ def test_invalid_json_leaves_the_previous_state(tiny_engine, smol):
 
 def test_the_loop_records_fold_calls_as_extra_model_work(tiny_engine, smol):
     task = make_task(42, 0)
-    policy = make_policy("llm_summary", smol, BUDGET, task=task.prompt, backend=tiny_engine)
+    # 32 tokens a fold, not the default 128: the tiny model fills whatever it is given, and the
+    # loop's record of the calls, not their length, is what is checked here.
+    policy = LlmSummary(smol, BUDGET, task=task.prompt, backend=tiny_engine, fold_max_tokens=32)
     result = run_episode(policy, task, ScriptedAgent(), smol, BUDGET, force=(5,))
     kinds = [entry[0] for entry in result["trace"]]
     assert result["model_calls"] == kinds.count("llm_summary") > 0
