@@ -16,6 +16,10 @@ export PIP_CACHE_DIR="${PIP_CACHE_DIR:-$ARC_VLLM_CACHE/pip}"
 export UV_CACHE_DIR="${UV_CACHE_DIR:-$ARC_VLLM_CACHE/uv}"
 # The cache and .venv may be on different file systems; copying says nothing about that.
 export UV_LINK_MODE="${UV_LINK_MODE:-copy}"
+# Bytecode at install, as pip writes it: uv does not by default, and where Python may not write
+# it (PYTHONDONTWRITEBYTECODE, set on these machines) every process compiles torch and vLLM
+# anew: a test run with engine start-ups twice as long.
+export UV_COMPILE_BYTECODE=1
 export HF_HUB_OFFLINE=1 VLLM_NO_USAGE_STATS=1 DO_NOT_TRACK=1
 mkdir -p "$ARC_VLLM_CACHE"
 
@@ -48,7 +52,7 @@ fast_install() {
 }
 
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
-  echo "[setup] installing dependencies (first run: a few minutes)"
+  echo "[setup] installing dependencies (first run: about a minute)"
   pip_install "uv==$UV_VERSION"
   if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then
     fast_install "vllm==0.32.0"
