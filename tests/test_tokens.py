@@ -103,30 +103,22 @@ def test_cached_counter_counts_once(smol):
     assert (cached.num_misses, cached.num_hits) == (1, 1)
 
 
-def test_the_counters_tokenizer_is_the_one_autotokenizer_gives(tmp_path):
+def test_the_counters_tokenizer_is_the_one_autotokenizer_gives(smol, reasoning_counter):
     """The counter loads a plain tokenizer class without AutoTokenizer (whose import costs
     seconds): for every model the suite serves it is the tokenizer vLLM's AutoTokenizer gives,
-    the same class, backend and chat template; a class that rebuilds its backend (Qwen2's) goes
-    through AutoTokenizer. The byte-level alphabet is GPT-2's."""
-    import json
-    import shutil
-
+    the same class, backend and chat template. Qwen3's and DeepSeek-R1's folders name
+    Qwen2Tokenizer, which rebuilds its backend (loaded as a plain class, the backend differs),
+    so they go through AutoTokenizer. The byte-level alphabet is GPT-2's."""
     from transformers import AutoTokenizer
     from transformers.convert_slow_tokenizer import bytes_to_unicode
 
-    from arc_vllm.core.tokens import HFTokenCounter, byte_level_symbols, load_tokenizer
-    from arc_vllm.model_prep import prepare_tiny
+    from arc_vllm.core.tokens import HFTokenCounter, byte_level_symbols
     from arc_vllm.reasoning_model import prepare
 
     assert byte_level_symbols() == bytes_to_unicode()
-    # A plain folder that says Qwen2Tokenizer is Qwen2's: AutoTokenizer's way, not the plain one.
-    renamed = tmp_path / "renamed"
-    shutil.copytree(prepare_tiny(), renamed)
-    config = json.loads((renamed / "tokenizer_config.json").read_text())
-    (renamed / "tokenizer_config.json").write_text(json.dumps(dict(config, tokenizer_class="Qwen2Tokenizer")))
-    for folder in (prepare_tiny(), prepare("qwen3"), prepare("r1"), renamed):
-        ours, theirs = load_tokenizer(str(folder)).__class__, AutoTokenizer.from_pretrained(str(folder))
-        counter = HFTokenCounter(str(folder))
-        assert type(counter.tokenizer) is type(theirs) is ours, folder
-        assert counter.tokenizer.backend_tokenizer.to_str() == theirs.backend_tokenizer.to_str(), folder
-        assert counter.tokenizer.chat_template == theirs.chat_template, folder
+    for counter in (smol, reasoning_counter, HFTokenCounter(str(prepare("r1")))):
+        folder = counter.name
+        ours, theirs = counter.tokenizer, AutoTokenizer.from_pretrained(folder)
+        assert type(ours) is type(theirs), folder
+        assert ours.backend_tokenizer.to_str() == theirs.backend_tokenizer.to_str(), folder
+        assert ours.chat_template == theirs.chat_template, folder
