@@ -327,7 +327,7 @@ class HFTokenCounter:
 
     def count_rendered(self, rendered: str) -> int:
         # The template already holds BOS/role markers as text; encode exactly as vLLM does.
-        return len(self._ids(rendered))
+        return self.count(rendered)
 
     def _ids_of_segment(self, segment: str) -> Sequence[int]:
         if not segment:
