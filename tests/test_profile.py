@@ -21,6 +21,10 @@ from arc_vllm.model_prep import prepare_tiny
 # kv_b = 2 layers * 2 (K,V) * 1 kv head * 4 dims * 2 bytes = 32 bytes per token; M_w = 2 MB
 MODEL = Model("hand", parameters=1e6, layers=2, attention_heads=2, kv_heads=1, head_size=4, dtype_bytes=2)
 MACHINE = Hardware("hand", hbm_bytes=1e9, bandwidth_bytes_s=1e9, flops=1e12)
+# An earlier run to set a new one beside (``--compare``), written by ``arc-vllm profile --model
+# <the tiny model> --contexts 128,512 --batches 1,2 --steps 2 --repeats 1`` on a 2-core Xeon,
+# 2026-12-07: comparing with a stored run, not a second run in the test, spares an engine start.
+PREVIOUS = Path(__file__).parent / "fixtures" / "profile" / "previous.json"
 
 
 def test_a_memory_bound_cell_by_hand():
@@ -138,7 +142,8 @@ def test_the_real_vllm_engine_profile_and_trace_on_the_tiny_model(tmp_path):
         {"method": "arc", "passed": True, "trace": [["agent", 300, 4, None, 0], ["agent", 500, 4, None, 0]]},
         {"method": "sliding_window", "passed": True, "trace": [["agent", 900, 4, None, 0]] * 3}]) + "\n")
     result = run_profile(tmp_path / "vllm", "--model", str(prepare_tiny()), "--contexts", "128,512",
-                         "--batches", "1,2", "--steps", "3", "--repeats", "2", "--trace", str(trace))
+                         "--batches", "1,2", "--steps", "3", "--repeats", "2", "--trace", str(trace),
+                         "--compare", str(PREVIOUS))
     assert {"copy_bytes_per_s", "flops_per_s", "memory_bytes"} <= set(result["calibration"])
     assert result["hardware"]["bandwidth_bytes_s"] == result["calibration"]["copy_bytes_per_s"]
     assert len(result["decode"]) == 4 and result["prefill"]
@@ -170,15 +175,15 @@ def test_the_real_vllm_engine_profile_and_trace_on_the_tiny_model(tmp_path):
         assert row["ratio"] == pytest.approx(row["measured_s"] / row["predicted_s"])
     assert "calibrated_ratio_to_baseline" in methods["arc"]
     assert "Calibrated model" in (tmp_path / "vllm" / "profile.md").read_text()
-    # A second run set beside the first.
-    again = run_profile(tmp_path / "again", "--model", str(prepare_tiny()), "--contexts", "128,512",
-                        "--batches", "1,2", "--steps", "2", "--repeats", "1",
-                        "--compare", str(tmp_path / "vllm" / "profile.json"))
-    previous = again["against_previous"]
-    assert previous["previous_t_step_s"] == fit["t_step_s"]
-    now, then = again["calibrated"]["t_step_s"], fit["t_step_s"]
-    assert previous["relative_difference"] == pytest.approx(abs(now - then) / max(now, then, 1e-300))
+    # Set beside an earlier run: a profile.json this command wrote on the same model (see PREVIOUS).
+    previous, then = result["against_previous"], json.loads(PREVIOUS.read_text())
+    assert previous["previous_t_step_s"] == then["calibrated"]["t_step_s"]
+    assert previous["t_step_s"] == fit["t_step_s"] and previous["previous_k_mem"] == then["calibrated"]["k_mem"]
+    now, before = fit["t_step_s"], then["calibrated"]["t_step_s"]
+    assert previous["relative_difference"] == pytest.approx(abs(now - before) / max(now, before, 1e-300))
     assert previous["within_10_percent"] == (previous["relative_difference"] <= 0.10)
+    assert previous["previous_load_average"] == then["measurement"]["load_average_before"]
+    assert f"Against {PREVIOUS}" in (tmp_path / "vllm" / "profile.md").read_text()
 
 
 @pytest.mark.slow
