@@ -25,6 +25,10 @@ from arc_vllm.offline import go_offline, in_process_engine  # noqa: E402
 go_offline()  # the tests' process starts as every entry point does: nothing beyond loopback
 in_process_engine()  # engines the tests start in this process (tiny_engine, the backends)
 
+from tests.helpers.scratch import take_over  # noqa: E402
+
+SCRATCH = take_over()  # the temporary files of every process the run starts
+
 import shutil  # noqa: E402
 
 import pytest  # noqa: E402
@@ -42,7 +46,7 @@ settings.register_profile(
 settings.load_profile("arc")
 
 
-SERVER_LOGS = pytest.StashKey()  # the shared servers' folder, kept by a run that failed
+SERVER_LOGS = pytest.StashKey()  # the scratch and shared servers' folders, kept by a run that failed
 
 
 def pytest_terminal_summary(terminalreporter, config):
@@ -52,7 +56,8 @@ def pytest_terminal_summary(terminalreporter, config):
 
     logs = config.stash.get(SERVER_LOGS, None)
     if logs is not None:
-        terminalreporter.write_line(f"the shared servers' logs: {logs}")
+        terminalreporter.write_line(f"the run's temporary files and the shared servers' logs: "
+                                    f"{', '.join(map(str, logs))}")
     machine = config.stash.get(MACHINE, None)
     if machine is not None:
         terminalreporter.write_sep("-", "machine class")
@@ -66,12 +71,12 @@ def pytest_sessionfinish(session, exitstatus):
     from tests.helpers.servers import folder, stop_all
 
     stop_all()
-    if folder() is None:
-        return
+    folders = [SCRATCH] + ([folder()] if folder() is not None else [])
     if exitstatus == 0:
-        shutil.rmtree(folder(), ignore_errors=True)
+        for each in folders:
+            shutil.rmtree(each, ignore_errors=True)
     else:
-        session.config.stash[SERVER_LOGS] = folder()
+        session.config.stash[SERVER_LOGS] = folders
 
 
 def pytest_collection_modifyitems(config, items):

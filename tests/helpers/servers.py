@@ -21,7 +21,6 @@ stopped for room.
 from __future__ import annotations
 
 import atexit
-import getpass
 import tempfile
 from pathlib import Path
 
@@ -33,12 +32,10 @@ REPO = Path(__file__).resolve().parents[2]
 SHORT_ANSWERS = ("--logits-processors", "tests.helpers.short_answers:ShortAnswers")  # the repository on PYTHONPATH
 # vLLM keeps Responses API responses only with this (GET /v1/responses/{id}); off by default.
 STORE = {"VLLM_ENABLE_RESPONSES_API_STORE": "1"}
-# What a server writes to temporary files goes in its folder, which the run removes when it
-# passes: its Prometheus files (``arc-vllm serve`` removes its own folder only when it exits,
-# not when a test kills it with -9), vLLM's rendezvous files and ZMQ sockets (``vllm_dist_*``,
-# left by every engine start). Torch's compile cache stays where torch keeps it by default.
-FOLDER_ENV = {"PROMETHEUS_MULTIPROC_DIR": "{folder}/prometheus", "TMPDIR": "{folder}",
-              "TORCHINDUCTOR_CACHE_DIR": str(Path(tempfile.gettempdir()) / f"torchinductor_{getpass.getuser()}")}
+# What a server writes to temporary files goes in its folder (``tests/helpers/scratch.py``
+# names the run's for the rest): its Prometheus files, which ``arc-vllm serve`` removes only
+# when it exits, not when a test kills it with -9, vLLM's rendezvous files and ZMQ sockets.
+FOLDER_ENV = {"PROMETHEUS_MULTIPROC_DIR": "{folder}/prometheus", "TMPDIR": "{folder}", "VLLM_RPC_BASE_PATH": "{folder}"}
 KINDS = {
     "arc": dict(extra=("--arc-ui",), vllm_entry=False),  # the inspector's page too
     # Two tenants' keys and the operator's, sessions in a store folder (``--arc-store-dir``).
