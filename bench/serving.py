@@ -65,6 +65,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -163,6 +164,7 @@ def long_session(args, model) -> int:
         server.stop()
         if redis is not None:
             redis.stop()
+            shutil.rmtree(redis.folder, ignore_errors=True)  # its append-only file: nothing reads it later
     print(json.dumps({api: {"checkpoints": r["checkpoints"], "growth": r["growth"],
                             "meets_targets": r["meets_targets"]} for api, r in results["long_session"].items()},
                      indent=1))
