@@ -130,6 +130,20 @@ def test_an_answer_of_no_tokens_is_vllms_400_and_stores_nothing(arc_server, name
             assert state(arc_server, sid) == before
 
 
+@pytest.mark.parametrize("options", [True, "usage", [], 1])
+def test_stream_options_that_are_not_an_object_are_a_400_and_store_nothing(arc_server, named, options):
+    """Found by the property above (two seeds in eight): a streamed chat request whose
+    ``stream_options`` was not an object was read before vLLM's model checked it, a 500."""
+    model, sid = named
+    for explicit in (True, False):
+        path, body, headers = step("chat", None, [f"never stored {options} {explicit}"], model, stream=True)
+        headers = {**headers, "X-ARC-Session": sid} if explicit else headers
+        before = state(arc_server, sid)
+        status, answer, _ = call(arc_server.base, "POST", path, {**body, "stream_options": options}, headers=headers)
+        assert status == 400 and "stream_options" in json.dumps(answer), answer
+        assert state(arc_server, sid) == before
+
+
 @pytest.mark.parametrize("api", ["chat", "messages", "responses"])
 @pytest.mark.parametrize("stream", [False, True])
 def test_a_model_the_server_does_not_serve_is_vllms_404_and_stores_nothing(arc_server, named, api, stream):

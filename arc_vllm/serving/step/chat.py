@@ -128,6 +128,7 @@ class ChatStep:
         self.prints = prints_of(body["messages"])
         first_new = new_from(self.prints, session.fingerprints, continued.held, continued.handoff)
         checked = engine.check(checked_fields(body, first_new), first_new, self.asked)
+        self.stream_options = checked.stream_options  # read here, checked by vLLM's model (a 400 for ``true``)
         self.shown_tools = self.plan_tools(checked)
         self.request = self.engine_request(checked)
 
@@ -222,7 +223,7 @@ class ChatStep:
             if stream:  # ARC counts every call's usage, whatever the client asked for
                 from vllm.entrypoints.generate.base.protocol import StreamOptions
 
-                continuous = bool((self.body.get("stream_options") or {}).get("continuous_usage_stats"))
+                continuous = bool(self.stream_options and self.stream_options.continuous_usage_stats)
                 update["stream_options"] = StreamOptions(include_usage=True, continuous_usage_stats=continuous)
             if context.config.context_window < self.server_window:  # vLLM would grant from its own, larger window
                 update.update(max_tokens=loop.granted, max_completion_tokens=None)

@@ -39,11 +39,11 @@ async def open_stream(body: dict, session, engine, raw_request=None, **options):
     if (body.get("n") or 1) > 1:
         raise SessionError("n: a streamed ARC answer has one choice (n=1); ask without stream "
                            "for several, or name no session")
-    stream_options = body.get("stream_options") or {}
-    include_usage = bool(stream_options.get("include_usage"))
     step = None
     try:
         step = await prepared(ChatStep(body, session, engine, raw_request, **options))  # saves itself if it fails
+        usage = step.stream_options  # as vLLM's model read it: an object or None
+        include_usage = bool(usage and usage.include_usage)
         if step.ask is not None and step.ask.alone:
             return alone_chunks(await answered_alone(step, body.get("model") or ""), include_usage)
         events = await started(await step.call(stream=True))
@@ -51,7 +51,7 @@ async def open_stream(body: dict, session, engine, raw_request=None, **options):
         if step is not None:  # what was archived is saved
             step.end()
         raise
-    return relay(step, events, include_usage, bool(stream_options.get("continuous_usage_stats")))
+    return relay(step, events, include_usage, bool(usage and usage.continuous_usage_stats))
 
 
 async def started(events):
