@@ -7,10 +7,8 @@ host other than 127.0.0.1 resolves to nothing and goes to a dead local proxy).
 """
 
 import contextlib
-import os
 import shutil
 import subprocess
-import tempfile
 
 # Loopback only: nothing is resolved or fetched outside 127.0.0.1, and none of Chromium's
 # own background traffic (updates, sync, metrics, safe browsing) starts.
@@ -41,22 +39,11 @@ def chromium():
     for flag in FLAGS:
         options.add_argument(flag)
     options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    with scratch() as folder:
-        service = Service(shutil.which("chromedriver"), env=dict(os.environ, TMPDIR=folder))
-        driver = webdriver.Chrome(service=service, options=options)
-        try:
-            yield driver
-        finally:
-            driver.quit()
-
-
-@contextlib.contextmanager
-def scratch():
-    """A folder for what Chromium writes to temporary files, removed after: its profile and
-    its singleton socket's folder (``org.chromium.Chromium.*``), which it leaves in /tmp
-    otherwise, one per browser."""
-    with tempfile.TemporaryDirectory(prefix="arc-test-chromium-") as folder:
-        yield folder
+    driver = webdriver.Chrome(service=Service(shutil.which("chromedriver")), options=options)
+    try:
+        yield driver
+    finally:
+        driver.quit()
 
 
 def javascript_errors(driver) -> list[str]:
@@ -67,8 +54,6 @@ def javascript_errors(driver) -> list[str]:
 
 
 def dump_dom(url: str) -> str:
-    with scratch() as folder:
-        done = subprocess.run([require_chromium(), *FLAGS, f"--user-data-dir={folder}/profile",
-                               "--virtual-time-budget=15000", "--dump-dom", url],
-                              capture_output=True, text=True, timeout=120, env=dict(os.environ, TMPDIR=folder))
+    done = subprocess.run([require_chromium(), *FLAGS, "--virtual-time-budget=15000",
+                           "--dump-dom", url], capture_output=True, text=True, timeout=120)
     return done.stdout

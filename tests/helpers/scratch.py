@@ -1,8 +1,9 @@
 """One folder for what a test run's processes write to temporary files, so the run leaves
 nothing in /tmp: ``TMPDIR`` of every process the tests start (vLLM's ``vllm_dist_*``
-rendezvous files and ZMQ sockets, Ray's sessions, the Prometheus files of servers killed with
--9) and the ZMQ sockets of this process's own engines (``VLLM_RPC_BASE_PATH``). The run removes
-it when it passes and names it when it fails (``tests/conftest.py``).
+rendezvous files and ZMQ sockets, Ray's sessions, Chromium's profiles, the Prometheus files of
+servers killed with -9) and the ZMQ sockets of this process's own engines
+(``VLLM_RPC_BASE_PATH``). The run removes it when it passes and names it when it fails
+(``tests/conftest.py``).
 
 This process keeps its own temporary folder (pytest's ``tmp_path`` stays where it was: Redis's
 Unix sockets under it must stay within 107 characters), and torch's compile cache stays where

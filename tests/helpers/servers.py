@@ -32,10 +32,6 @@ REPO = Path(__file__).resolve().parents[2]
 SHORT_ANSWERS = ("--logits-processors", "tests.helpers.short_answers:ShortAnswers")  # the repository on PYTHONPATH
 # vLLM keeps Responses API responses only with this (GET /v1/responses/{id}); off by default.
 STORE = {"VLLM_ENABLE_RESPONSES_API_STORE": "1"}
-# What a server writes to temporary files goes in its folder (``tests/helpers/scratch.py``
-# names the run's for the rest): its Prometheus files, which ``arc-vllm serve`` removes only
-# when it exits, not when a test kills it with -9, vLLM's rendezvous files and ZMQ sockets.
-FOLDER_ENV = {"PROMETHEUS_MULTIPROC_DIR": "{folder}/prometheus", "TMPDIR": "{folder}", "VLLM_RPC_BASE_PATH": "{folder}"}
 KINDS = {
     "arc": dict(extra=("--arc-ui",), vllm_entry=False),  # the inspector's page too
     # Two tenants' keys and the operator's, sessions in a store folder (``--arc-store-dir``).
@@ -69,11 +65,12 @@ KINDS = {
     "capped": dict(extra=("--arc-max-sessions", "20"), vllm_entry=False),
     "capped_durable": dict(extra=("--arc-max-sessions", "20", "--arc-store-dir", "{folder}/sessions"),
                            vllm_entry=False),
-    "plugin_arc": dict(extra=("--arc", "--chat-template", str(TOOLS_TEMPLATE)), vllm_entry=True),
+    "plugin_arc": dict(extra=("--arc", "--chat-template", str(TOOLS_TEMPLATE)), vllm_entry=True,
+                       env={"PROMETHEUS_MULTIPROC_DIR": "{folder}/prometheus"}),
     # Compactions keep three quarters of H's cap: the default keeps half, which at this window
     # leaves only the newest log, and kept turns are what the connector has to claim.
     "kv_reuse": dict(extra=("--arc-kv-reuse", "--arc-recent-kept-percent", "75"), vllm_entry=False,
-                     in_process_engine=False),
+                     in_process_engine=False, env={"PROMETHEUS_MULTIPROC_DIR": "{folder}/prometheus"}),
     "wide": dict(extra=("--served-model-name", "smol", *SHORT_ANSWERS), vllm_entry=False, max_model_len=32768,
                  env={"PYTHONPATH": str(REPO)}),
 }
@@ -98,7 +95,7 @@ def launch(kind: str) -> None:
         folder = Path(tempfile.mkdtemp(prefix=f"{kind}-", dir=_folder[0]))
         (folder / "prometheus").mkdir()
         extra = [argument.format(folder=folder) for argument in spec["extra"]]
-        env = {name: value.format(folder=folder) for name, value in {**FOLDER_ENV, **STORE, **spec.get("env", {})}.items()}
+        env = {name: value.format(folder=folder) for name, value in {**STORE, **spec.get("env", {})}.items()}
         model = spec.get("model", prepare_tiny)()
         _started[kind] = Server(str(model), folder / "server.log", *extra, vllm_entry=spec["vllm_entry"],
                                 max_model_len=spec.get("max_model_len", 4096), env=env,
