@@ -185,15 +185,17 @@ def written_layouts() -> list[str]:
 
 def machine_class() -> dict:
     """What this machine runs as, for every figure and CI log: the CPU's flags, the capabilities
-    torch reports (what vLLM decides by), the build loaded, the layouts it writes and the
-    attention ISA vLLM picks for a head size of 64 in each dtype."""
+    torch reports (what vLLM decides by), the level torch's own kernels dispatch at (ATen's:
+    ``AVX2``, ``AVX512``), the build loaded, the layouts it writes and the attention ISA vLLM
+    picks for a head size of 64 in each dtype."""
     import torch
 
     from vllm.v1.attention.backends.cpu_attn import _get_attn_isa
 
     reported = {probe: getattr(torch.cpu, probe)() for probe in
                 ("_is_avx512_supported", "_is_avx512_bf16_supported", "_is_amx_tile_supported")}
-    return {"cpu_flags": cpu_flags(), "torch_reports": reported, "vllm_build": cpu_build(),
+    return {"cpu_flags": cpu_flags(), "torch_reports": reported,
+            "torch_kernels": torch.backends.cpu.get_cpu_capability(), "vllm_build": cpu_build(),
             "written_layouts": written_layouts(),
             "attention_isa": {dtype: _get_attn_isa(getattr(torch, dtype), 128, 64) for dtype in ("float32", "bfloat16")}}
 

@@ -30,3 +30,7 @@ def test_the_machine_class_is_named_and_follows_vllms_rules(pytestconfig):
     flags = set(machine["cpu_flags"])
     assert not reports["_is_avx512_supported"] or "avx512f" in flags
     assert not reports["_is_amx_tile_supported"] or "amx_tile" in flags
+    # Torch's own kernels run at the class's level too (ATen's dispatch, which a class run sets
+    # with oneDNN's and MKL's): a class without AVX-512 never runs torch's AVX-512 kernels.
+    assert machine["torch_kernels"] in ("DEFAULT", "AVX2", "AVX512", "ZVECTOR", "VSX", "SVE256"), machine["torch_kernels"]
+    assert reports["_is_avx512_supported"] or machine["torch_kernels"] != "AVX512", machine["torch_kernels"]
