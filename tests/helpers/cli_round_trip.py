@@ -48,6 +48,7 @@ from arc_vllm.core.transcript import HUMAN_SIGNATURE  # noqa: E402
 from arc_vllm.model_prep import prepare_tiny  # noqa: E402
 from arc_vllm.paths import npm_bin_dir  # noqa: E402
 from arc_vllm.serving.local import Server  # noqa: E402
+from tests.helpers.processes import check_machine_class, on_python_path  # noqa: E402
 
 PROMPT = "List the files here."
 PROMPT_MARKERS = ("CONTEXT CHECKPOINT COMPACTION", "CRITICAL: Respond with TEXT ONLY")
@@ -171,8 +172,9 @@ def first_run(cli: str, env: dict, work: Path, provider: str, claude_id: str) ->
 def run(folder: Path, compact: bool = False, humans: bool = False) -> dict:
     server = Server(str(prepare_tiny()), folder / "server.log", "--served-model-name", "smol",
                     "--logits-processors", "tests.helpers.short_answers:ShortAnswers",
-                    max_model_len=32768, env={"PYTHONPATH": str(REPO)}).wait()
+                    max_model_len=32768, env={"PYTHONPATH": on_python_path(str(REPO))}).wait()
     try:
+        check_machine_class(server.process.pid, server.log)
         home, work = folder / "home", folder / "work"
         home.mkdir(exist_ok=True)
         work.mkdir(exist_ok=True)

@@ -27,6 +27,7 @@ from pathlib import Path
 from arc_vllm import reasoning_model
 from arc_vllm.model_prep import TOOLS_TEMPLATE, default_model_dir, prepare_tiny
 from arc_vllm.serving.local import Server
+from tests.helpers.processes import check_machine_class, on_python_path
 
 REPO = Path(__file__).resolve().parents[2]
 SHORT_ANSWERS = ("--logits-processors", "tests.helpers.short_answers:ShortAnswers")  # the repository on PYTHONPATH
@@ -46,7 +47,7 @@ KINDS = {
     "reasoning": dict(extra=("--reasoning-parser", "qwen3", "--enable-auto-tool-choice", "--tool-call-parser", "hermes",
                              *SHORT_ANSWERS),
                       vllm_entry=False, model=lambda: reasoning_model.prepare("qwen3"), max_model_len=32768,
-                      env={"PYTHONPATH": str(REPO)}),
+                      env={"PYTHONPATH": on_python_path(str(REPO))}),
     # The embedded model (SmolLM2) for the real clients and the tests that need a model that
     # answers: float32, a 16k window (sessions may ask for a smaller one); it holds about 7 GB, its
     # engine 5.6 GB from its start (``gb``: what the run's memory plan counts it as).
@@ -55,7 +56,7 @@ KINDS = {
     "r1": dict(extra=("--reasoning-parser", "deepseek_r1", "--enable-auto-tool-choice", "--tool-call-parser", "hermes",
                       *SHORT_ANSWERS),
                vllm_entry=False, model=lambda: reasoning_model.prepare("r1"), max_model_len=32768,
-               env={"PYTHONPATH": str(REPO)}),
+               env={"PYTHONPATH": on_python_path(str(REPO))}),
     # Servers of one module each, started ahead like the others (their start-ups overlap earlier
     # tests): a store folder to kill -9 and restart on (test_serving.py), the session cap with
     # and without one, vLLM's own module with --arc (test_plugin.py), KV reuse with its engine
@@ -72,7 +73,7 @@ KINDS = {
     "kv_reuse": dict(extra=("--arc-kv-reuse", "--arc-recent-kept-percent", "75"), vllm_entry=False,
                      in_process_engine=False, env={"PROMETHEUS_MULTIPROC_DIR": "{folder}/prometheus"}),
     "wide": dict(extra=("--served-model-name", "smol", *SHORT_ANSWERS), vllm_entry=False, max_model_len=32768,
-                 env={"PYTHONPATH": str(REPO)}),
+                 env={"PYTHONPATH": on_python_path(str(REPO))}),
 }
 _started: dict[str, Server] = {}
 _ready: set[str] = set()
@@ -111,7 +112,7 @@ def starting() -> list[str]:
     """The kinds of the servers whose start-up is under way: started, not yet healthy."""
     for kind in _started.keys() - _ready:
         if _started[kind].healthy(timeout=0.2):
-            _ready.add(kind)
+            _became_ready(kind)
     return [kind for kind in _started if kind not in _ready]
 
 
@@ -121,8 +122,14 @@ def shared(kind: str) -> Server:
     launch(kind)
     if kind not in _ready:
         _started[kind].wait()
-        _ready.add(kind)
+        _became_ready(kind)
     return _started[kind]
+
+
+def _became_ready(kind: str) -> None:
+    server = _started[kind]
+    check_machine_class(server.process.pid, server.log)  # its engines are this run's class
+    _ready.add(kind)
 
 
 class Handle:
