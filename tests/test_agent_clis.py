@@ -41,6 +41,11 @@ pytestmark = [pytest.mark.slow, pytest.mark.memory(2)]  # the two CLIs' Node.js 
 REPO = Path(__file__).resolve().parents[1]
 FIXTURES = REPO / "tests" / "fixtures" / "clients"
 WINDOW = 32768
+# Turns of ~6.8k-token tool output each, after a first request of 10-13k tokens: 10 take the
+# conversation past twice the window (78k and 81k tokens), so ARC compacts. 16 took twice as
+# long for no more that is checked (each turn a prefill near the view's budget: 2 to 3 s as the
+# AVX2 class, whose bfloat16 attention has no AMX).
+GROWN_TURNS = 10
 
 
 def needs_clis():
@@ -160,7 +165,7 @@ def test_claude_codes_first_request_grown_past_the_window(wide_server):
     body, headers = recorded["body"], {"x-api-key": "local", **recorded["headers"]}
     session_id = headers["x-claude-code-session-id"]
     arcs, stored = [], {}
-    for index in range(16):
+    for index in range(GROWN_TURNS):
         command = {"command": f"ls -la src/module_{index}", "description": "List files"}
         for message in body["messages"]:
             for block in message["content"] if isinstance(message["content"], list) else []:
@@ -194,7 +199,7 @@ def test_codexs_first_request_grown_past_the_window(wide_server):
     recorded = json.loads((FIXTURES / "codex_first_request.json").read_text())
     body, headers = recorded["body"], {"Authorization": "Bearer local", **recorded["headers"]}
     arcs, stored = [], {}
-    for index in range(16):
+    for index in range(GROWN_TURNS):
         arguments = json.dumps({"cmd": f"ls -la src/module_{index}"})
         body["input"] += [{"type": "function_call", "call_id": f"call_{index:02d}", "name": "exec_command", "arguments": arguments},
                           {"type": "function_call_output", "call_id": f"call_{index:02d}", "output": output(index)}]
