@@ -35,6 +35,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 import urllib.parse
 import urllib.request
 import uuid
@@ -61,6 +62,27 @@ DEAD_PROXY = {"HTTPS_PROXY": "http://127.0.0.1:9", "https_proxy": "http://127.0.
               "NO_PROXY": "127.0.0.1,localhost", "no_proxy": "127.0.0.1,localhost"}
 
 
+def cli_run(command: list[str], env: dict, cwd: Path, server: Server) -> subprocess.CompletedProcess:
+    """One CLI run, as ``subprocess.run`` with a 600 s limit, but stopped at once, with the
+    server's last log lines, where the server died: the CLIs retry a refused connection for
+    minutes, and a run whose engine died (a wrong machine class's kernels, once) hung the suite."""
+    deadline = time.time() + 600
+    with subprocess.Popen(command, env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          text=True) as process:
+        while True:
+            try:
+                stdout, stderr = process.communicate(timeout=2)
+                return subprocess.CompletedProcess(command, process.returncode, stdout, stderr)
+            except subprocess.TimeoutExpired:
+                if server.process.poll() is None and time.time() < deadline:
+                    continue
+                process.kill()
+                process.communicate()
+                why = "the server exited" if server.process.poll() is not None else "600 s passed"
+                raise RuntimeError(f"{command[0]} stopped: {why}; the server's log ends:\n"
+                                   f"{server.log.read_text()[-3000:]}") from None
+
+
 def get(base: str, path: str):
     with urllib.request.urlopen(base + path, timeout=60) as response:
         return json.loads(response.read())
@@ -72,35 +94,33 @@ def thread_id(stdout: str) -> str | None:
                  if event.get("type") == "thread.started"), None)
 
 
-def compact_runs(cli: str, base: str, work: Path, env: dict, provider: str) -> dict:
+def compact_runs(cli: str, server: Server, work: Path, env: dict, provider: str) -> dict:
     """One CLI compacting twice, going on after each (``--compact``)."""
     if cli == "claude":
         claude_env = dict(env, CLAUDE_CODE_MAX_CONTEXT_TOKENS="20000")
         claude = []
         for _ in range(2):
             for prompt in ("/compact", "Go on."):
-                done = subprocess.run([str(npm_bin_dir() / "claude"), "-p", prompt, "--model", "smol", "--continue"],
-                                      env=claude_env, cwd=work, capture_output=True, text=True, timeout=600)
+                done = cli_run([str(npm_bin_dir() / "claude"), "-p", prompt, "--model", "smol", "--continue"],
+                               claude_env, work, server)
                 claude.append({"prompt": prompt, "rc": done.returncode, "stdout": done.stdout[-1000:],
                                "stderr": done.stderr[-1000:]})
         return {"claude_compact": claude}
     codex = []
     for _ in range(2):
-        done = subprocess.run([str(npm_bin_dir() / "codex"), "exec", "--json", "--skip-git-repo-check",
-                               "-c", "model_provider=local", "-c", provider, "-c", "model_context_window=9500",
-                               "-m", "smol", "resume", "--last", "Go on."],
-                              env=env, cwd=work, capture_output=True, text=True, timeout=600)
+        done = cli_run([str(npm_bin_dir() / "codex"), "exec", "--json", "--skip-git-repo-check",
+                        "-c", "model_provider=local", "-c", provider, "-c", "model_context_window=9500",
+                        "-m", "smol", "resume", "--last", "Go on."], env, work, server)
         codex.append({"rc": done.returncode, "stdout": done.stdout[-3000:], "stderr": done.stderr[-2000:]})
     # A provider named "OpenAI": Codex compacts remotely (a compaction_trigger item, then the
     # compaction item in its history), a new thread, then resumed twice.
-    remote = (f'model_providers.remote={{name="OpenAI",base_url="{base}/v1",'
+    remote = (f'model_providers.remote={{name="OpenAI",base_url="{server.base}/v1",'
               'env_key="OPENAI_API_KEY",wire_api="responses"}')
     codex_remote = []
     for arguments in ([PROMPT], ["resume", "--last", "Go on."], ["resume", "--last", "Go on."]):
-        done = subprocess.run([str(npm_bin_dir() / "codex"), "exec", "--json", "--skip-git-repo-check",
-                               "-c", "model_provider=remote", "-c", remote, "-c", "model_context_window=9500",
-                               "-m", "smol", *arguments],
-                              env=env, cwd=work, capture_output=True, text=True, timeout=600)
+        done = cli_run([str(npm_bin_dir() / "codex"), "exec", "--json", "--skip-git-repo-check",
+                        "-c", "model_provider=remote", "-c", remote, "-c", "model_context_window=9500",
+                        "-m", "smol", *arguments], env, work, server)
         codex_remote.append({"rc": done.returncode, "stdout": done.stdout[-3000:], "stderr": done.stderr[-2000:],
                              "thread_id": thread_id(done.stdout)})
     return {"codex_compact": codex, "codex_remote": codex_remote}
@@ -116,7 +136,8 @@ def paste(number: int) -> str:
         for line in range(400))
 
 
-def human_runs(cli: str, base: str, folder: Path, env: dict, provider: str) -> dict:
+def human_runs(cli: str, server: Server, folder: Path, env: dict, provider: str) -> dict:
+    base = server.base
     """One CLI in a conversation of its own, the user writing again and again (``--humans``)."""
     prompts = [PROMPT, SECOND, paste(1), paste(2), "Go on."]
     home, work = folder / f"{cli}-home", folder / f"{cli}-work"
@@ -132,7 +153,7 @@ def human_runs(cli: str, base: str, folder: Path, env: dict, provider: str) -> d
             command = [str(npm_bin_dir() / "codex"), "exec", "--json", "--skip-git-repo-check", "-c",
                        "model_provider=local", "-c", provider, "-m", "smol"] + (
                 [prompt] if number == 0 else ["resume", "--last", prompt])
-        done = subprocess.run(command, env=cli_env, cwd=work, capture_output=True, text=True, timeout=600)
+        done = cli_run(command, cli_env, work, server)
         if cli == "codex" and number == 0:
             client_id = thread_id(done.stdout)
         [session] = [session for session in get(base, "/v1/arc/sessions")["sessions"]
@@ -154,17 +175,15 @@ def human_runs(cli: str, base: str, folder: Path, env: dict, provider: str) -> d
     return {"client_id": client_id, "runs": runs, "texts": prompts, "recalled": recalled}
 
 
-def first_run(cli: str, env: dict, work: Path, provider: str, claude_id: str) -> dict:
+def first_run(cli: str, server: Server, env: dict, work: Path, provider: str, claude_id: str) -> dict:
     """One CLI's first request in ``work``: what the test reads of it (its exit, output, id)."""
     if cli == "claude":
-        done = subprocess.run([str(npm_bin_dir() / "claude"), "-p", PROMPT, "--model", "smol",
-                               "--session-id", claude_id], env=env, cwd=work, capture_output=True,
-                              text=True, timeout=600)
+        done = cli_run([str(npm_bin_dir() / "claude"), "-p", PROMPT, "--model", "smol",
+                        "--session-id", claude_id], env, work, server)
         return {"rc": done.returncode, "stdout": done.stdout[-2000:], "stderr": done.stderr[-2000:],
                 "session_id": claude_id}
-    done = subprocess.run([str(npm_bin_dir() / "codex"), "exec", "--json", "--skip-git-repo-check",
-                           "-c", "model_provider=local", "-c", provider, "-m", "smol", PROMPT],
-                          env=env, cwd=work, capture_output=True, text=True, timeout=600)
+    done = cli_run([str(npm_bin_dir() / "codex"), "exec", "--json", "--skip-git-repo-check",
+                    "-c", "model_provider=local", "-c", provider, "-m", "smol", PROMPT], env, work, server)
     return {"rc": done.returncode, "stdout": done.stdout[-4000:], "stderr": done.stderr[-2000:],
             "thread_id": thread_id(done.stdout)}
 
@@ -187,11 +206,11 @@ def run(folder: Path, compact: bool = False, humans: bool = False) -> dict:
 
         def chain(cli: str) -> dict:
             """Everything one CLI does, in order (each run continues the one before it)."""
-            out = {cli: first_run(cli, env, work, provider, claude_id)}
+            out = {cli: first_run(cli, server, env, work, provider, claude_id)}
             if compact:
-                out.update(compact_runs(cli, server.base, work, env, provider))
+                out.update(compact_runs(cli, server, work, env, provider))
             if humans:
-                out["humans"] = human_runs(cli, server.base, folder, env, provider)
+                out["humans"] = human_runs(cli, server, folder, env, provider)
             return out
 
         # The two CLIs keep their state apart (~/.claude, ~/.codex; their own sessions), so their
