@@ -144,6 +144,23 @@ def test_stream_options_that_are_not_an_object_are_a_400_and_store_nothing(arc_s
         assert state(arc_server, sid) == before
 
 
+@pytest.mark.parametrize("logprobs", [{"top_logprobs": {}}, {"top_logprobs": "x"}, {"top_logprobs": 3},
+                                      {"top_logprobs": -5, "logprobs": True}])
+@pytest.mark.parametrize("stream", [False, True])
+def test_logprobs_vllms_model_refuses_are_a_400_and_store_nothing(arc_server, named, logprobs, stream):
+    """Found by the property above (seed 16): vLLM's chat model checks ``top_logprobs`` in a
+    validator of its own, whose error pydantic does not wrap; it escaped ARC's check as vLLM's
+    400 only after ARC had opened an implicit session for the request."""
+    model, sid = named
+    for explicit in (True, False):
+        path, body, headers = step("chat", None, [f"never stored {logprobs} {stream} {explicit}"], model, stream=stream)
+        headers = {**headers, "X-ARC-Session": sid} if explicit else headers
+        before = state(arc_server, sid)
+        status, answer, _ = call(arc_server.base, "POST", path, {**body, **logprobs}, headers=headers)
+        assert status == 400 and "top_logprobs" in json.dumps(answer), answer
+        assert state(arc_server, sid) == before, (explicit, answer)
+
+
 @pytest.mark.parametrize("api", ["chat", "messages", "responses"])
 @pytest.mark.parametrize("stream", [False, True])
 def test_a_model_the_server_does_not_serve_is_vllms_404_and_stores_nothing(arc_server, named, api, stream):

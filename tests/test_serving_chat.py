@@ -176,7 +176,7 @@ def test_a_validation_error_reads_the_same_on_every_api():
     from vllm.entrypoints.anthropic.protocol import AnthropicMessagesRequest
     from vllm.entrypoints.openai.responses.protocol import ResponsesRequest
 
-    from arc_vllm.serving.apis import parsed
+    from arc_vllm.serving.errors import parsed
     from arc_vllm.serving.step.engine import ChatEngine
 
     bad = {"role": "user", "content": 7}

@@ -19,7 +19,11 @@ place they become responses in each API's own form.
 the request came to (OpenAI's ``{"error": {...}}`` for chat completions, Responses and the
 session routes, written by ``openai_error``; Anthropic's for Messages, by its adapter).
 ``validation_message`` writes a request model's validation errors one way on every API
-(``messages[2].content: ...``). A leaf module: everything in ``serving/`` may import it.
+(``messages[2].content: ...``), and ``parsed`` is the one place a vLLM request model's refusal
+becomes a ``SessionError``: pydantic's errors, and vLLM's own checks that run inside the model
+(``VLLMValidationError``: ``top_logprobs`` not a number, or without ``logprobs``), which pydantic
+does not wrap and which once escaped after ARC had opened an implicit session. A leaf module:
+everything in ``serving/`` may import it.
 """
 
 from __future__ import annotations
@@ -84,6 +88,22 @@ def item_path(loc, first_item: int) -> list:
     if loc[:1] in (["messages"], ["input"]) and len(loc) > 1 and isinstance(loc[1], int):
         loc[1] += first_item
     return loc
+
+
+def parsed(model, body: dict, first_item: int = 0):
+    """``body`` as vLLM's request ``model``; a ``SessionError`` (400) naming the first problems,
+    before anything is routed or stored. ``first_item``: the index the first of the body's
+    ``messages`` (``input``) has in the client's request (an adapter validates only the items it
+    has not seen)."""
+    from pydantic import ValidationError
+    from vllm.exceptions import VLLMClientError
+
+    try:
+        return model.model_validate(body)
+    except ValidationError as error:
+        raise SessionError(validation_message(error.errors(), first_item)) from None
+    except VLLMClientError as error:  # raised by the model's own validators, unwrapped
+        raise SessionError(str(error)) from None
 
 
 def validation_message(errors: list[dict], first_item: int = 0) -> str:

@@ -28,9 +28,8 @@ from dataclasses import dataclass, field
 from typing import Any, AsyncIterator
 
 from fastapi.responses import JSONResponse
-from pydantic import ValidationError
 
-from arc_vllm.serving.errors import SessionError, openai_error, validation_message
+from arc_vllm.serving.errors import SessionError, openai_error
 
 
 @dataclass
@@ -132,11 +131,3 @@ def json_body(raw: bytes):
     return body
 
 
-def parsed(model, body: dict, first_item: int = 0):
-    """``body`` as vLLM's request ``model``; a ``SessionError`` (400) naming the first problems.
-    ``first_item``: the index the first of the body's ``messages`` (``input``) has in the
-    client's request (the adapter validates only the items it has not seen)."""
-    try:
-        return model.model_validate(body)
-    except ValidationError as error:
-        raise SessionError(validation_message(error.errors(), first_item)) from None

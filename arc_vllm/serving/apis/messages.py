@@ -24,8 +24,8 @@ import json
 
 from fastapi.responses import JSONResponse
 
-from arc_vllm.serving.apis import ConversationAPI, Translation, check_results, parsed
-from arc_vllm.serving.errors import Declined, SessionError
+from arc_vllm.serving.apis import ConversationAPI, Translation, check_results
+from arc_vllm.serving.errors import Declined, SessionError, parsed
 from arc_vllm.serving.apis.messages_compaction import BLOCK, ask_of, compaction_block, take_compaction
 from arc_vllm.serving.apis.translated import Translated
 from arc_vllm.serving.step.chat import preview_tokens

@@ -32,8 +32,8 @@ from __future__ import annotations
 import json
 import time
 
-from arc_vllm.serving.apis import ConversationAPI, Translation, check_results, parsed
-from arc_vllm.serving.errors import Declined, SessionError
+from arc_vllm.serving.apis import ConversationAPI, Translation, check_results
+from arc_vllm.serving.errors import Declined, SessionError, parsed
 from arc_vllm.serving.apis.responses_compaction import (COMPACTION, ask_of, compacted_response, compaction_item,
                                                         is_item, take_compaction)
 from arc_vllm.serving.apis.translated import Translated

@@ -19,9 +19,7 @@ tests use it that way (``tests/test_serving_chat.py`` runs steps over one with a
 
 from __future__ import annotations
 
-from pydantic import ValidationError
-
-from arc_vllm.serving.errors import EngineError, SessionError, validation_message
+from arc_vllm.serving.errors import EngineError, SessionError, parsed
 
 
 class ChatEngine:
@@ -41,10 +39,7 @@ class ChatEngine:
         """vLLM's request model of ``fields``; its validation errors as a ``SessionError``
         naming each field (``messages[2].content``), the alternatives of a union told once.
         ``first_message``: the index the first of ``fields["messages"]`` has in the client's."""
-        try:
-            return self.request_class(**fields)
-        except ValidationError as error:
-            raise SessionError(validation_message(error.errors(), first_message)) from None
+        return parsed(self.request_class, fields, first_message)
 
     def check(self, fields: dict, first_new: int, asked: int | None):
         """vLLM's request of a chat body's ``fields`` (whose ``messages`` are those from
