@@ -115,19 +115,27 @@ def test_no_body_gets_a_5xx_and_a_4xx_changes_nothing(arc_server, named, api, da
     check(arc_server, path, body, {**headers, "X-ARC-Session": sid} if explicit else headers, sid)
 
 
+def refused_storing_nothing(server, sid: str, model: str, api: str, fields: dict, stream: bool,
+                            status: int, mentions: str) -> None:
+    """A request of ``api`` with ``fields`` set, once naming the session ``sid`` and once naming
+    none: each answered ``status``, its error mentioning ``mentions``, and neither changes what
+    is stored (the session's requests, observations and turns; the list of sessions)."""
+    for explicit in (True, False):
+        path, body, headers = step(api, None, [f"never stored {fields} {stream} {explicit}"], model, stream=stream)
+        headers = {**headers, "X-ARC-Session": sid} if explicit else headers
+        before = state(server, sid)
+        answered, answer, _ = call(server.base, "POST", path, {**body, **fields}, headers=headers)
+        assert answered == status and mentions in json.dumps(answer), (explicit, answer)
+        assert state(server, sid) == before, (explicit, answer)
+
+
+@pytest.mark.parametrize("asked", [{"max_tokens": 0}, {"max_completion_tokens": 0}])
 @pytest.mark.parametrize("stream", [False, True])
-def test_an_answer_of_no_tokens_is_vllms_400_and_stores_nothing(arc_server, named, stream):
+def test_an_answer_of_no_tokens_is_vllms_400_and_stores_nothing(arc_server, named, asked, stream):
     """Found by the property above: ``max_tokens: 0`` was taken for "not asked", so the request
     was archived (an implicit session opened) before the engine refused it."""
     model, sid = named
-    for asked in ({"max_tokens": 0}, {"max_completion_tokens": 0}):
-        for explicit in (True, False):
-            path, body, headers = step("chat", None, [f"never stored {asked} {explicit}"], model, stream=stream)
-            headers = {**headers, "X-ARC-Session": sid} if explicit else headers
-            before = state(arc_server, sid)
-            status, answer, _ = call(arc_server.base, "POST", path, {**body, **asked}, headers=headers)
-            assert status == 400 and "max_tokens must be at least 1" in json.dumps(answer), answer
-            assert state(arc_server, sid) == before
+    refused_storing_nothing(arc_server, sid, model, "chat", asked, stream, 400, "max_tokens must be at least 1")
 
 
 @pytest.mark.parametrize("options", [True, "usage", [], 1])
@@ -135,13 +143,7 @@ def test_stream_options_that_are_not_an_object_are_a_400_and_store_nothing(arc_s
     """Found by the property above (two seeds in eight): a streamed chat request whose
     ``stream_options`` was not an object was read before vLLM's model checked it, a 500."""
     model, sid = named
-    for explicit in (True, False):
-        path, body, headers = step("chat", None, [f"never stored {options} {explicit}"], model, stream=True)
-        headers = {**headers, "X-ARC-Session": sid} if explicit else headers
-        before = state(arc_server, sid)
-        status, answer, _ = call(arc_server.base, "POST", path, {**body, "stream_options": options}, headers=headers)
-        assert status == 400 and "stream_options" in json.dumps(answer), answer
-        assert state(arc_server, sid) == before
+    refused_storing_nothing(arc_server, sid, model, "chat", {"stream_options": options}, True, 400, "stream_options")
 
 
 @pytest.mark.parametrize("logprobs", [{"top_logprobs": {}}, {"top_logprobs": "x"}, {"top_logprobs": 3},
@@ -152,13 +154,7 @@ def test_logprobs_vllms_model_refuses_are_a_400_and_store_nothing(arc_server, na
     validator of its own, whose error pydantic does not wrap; it escaped ARC's check as vLLM's
     400 only after ARC had opened an implicit session for the request."""
     model, sid = named
-    for explicit in (True, False):
-        path, body, headers = step("chat", None, [f"never stored {logprobs} {stream} {explicit}"], model, stream=stream)
-        headers = {**headers, "X-ARC-Session": sid} if explicit else headers
-        before = state(arc_server, sid)
-        status, answer, _ = call(arc_server.base, "POST", path, {**body, **logprobs}, headers=headers)
-        assert status == 400 and "top_logprobs" in json.dumps(answer), answer
-        assert state(arc_server, sid) == before, (explicit, answer)
+    refused_storing_nothing(arc_server, sid, model, "chat", logprobs, stream, 400, "top_logprobs")
 
 
 @pytest.mark.parametrize("api", ["chat", "messages", "responses"])
@@ -166,15 +162,8 @@ def test_logprobs_vllms_model_refuses_are_a_400_and_store_nothing(arc_server, na
 def test_a_model_the_server_does_not_serve_is_vllms_404_and_stores_nothing(arc_server, named, api, stream):
     """Found by the property above: a model name vLLM does not serve was refused by the engine
     only after ARC had routed (an implicit session opened) and archived the request."""
-    model, sid = named
-    for explicit in (True, False):
-        path, body, headers = step(api, None, [f"never stored {explicit}"], "no-such-model", stream=stream)
-        headers = {**headers, "X-ARC-Session": sid} if explicit else headers
-        before = state(arc_server, sid)
-        status, answer, _ = call(arc_server.base, "POST", path, body, headers=headers)
-        assert status == 404, (explicit, answer)
-        assert "no-such-model" in json.dumps(answer), answer
-        assert state(arc_server, sid) == before, explicit
+    _, sid = named
+    refused_storing_nothing(arc_server, sid, "no-such-model", api, {}, stream, 404, "no-such-model")
 
 
 @settings(max_examples=30)
