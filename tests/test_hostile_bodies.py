@@ -82,7 +82,8 @@ def state(server, sid: str) -> tuple:
     return described["requests"], described["observations"], described["turns"], len(listed)
 
 
-def check(server, path: str, body: dict, headers: dict, sid: str) -> None:
+def check(server, path: str, body: dict, headers: dict, sid: str) -> int:
+    """The property's assertions on one body; returns the status it got."""
     before = state(server, sid)
     raw = json.dumps(body, ensure_ascii=False).encode("utf-8", "surrogatepass")  # NaN, surrogates and all
     status, answer, _ = call(server.base, "POST", path, headers=headers, raw=raw)
@@ -93,6 +94,7 @@ def check(server, path: str, body: dict, headers: dict, sid: str) -> None:
         assert state(server, sid) == before, (status, answer)
     elif isinstance(answer, str):  # a streamed answer: no failure of ARC's inside
         assert '"internal_error"' not in answer and '"code": 500' not in answer, answer[-500:]
+    return status
 
 
 @pytest.fixture(scope="module")
@@ -155,6 +157,34 @@ def test_logprobs_vllms_model_refuses_are_a_400_and_store_nothing(arc_server, na
     400 only after ARC had opened an implicit session for the request."""
     model, sid = named
     refused_storing_nothing(arc_server, sid, model, "chat", logprobs, stream, 400, "top_logprobs")
+
+
+@pytest.mark.parametrize("api", ["chat", "messages", "responses"])
+@pytest.mark.parametrize("stream", [False, True])
+def test_text_that_is_not_utf8_is_a_400_in_the_apis_form_and_stores_nothing(arc_server, named, api, stream):
+    """Found by the property above (seed 18): a lone surrogate in a message (its content, a tool
+    call's arguments or the keys of a tool's input) reached the tokenizer only while the session
+    took the request in. Its TypeError came back as vLLM's 400 in OpenAI's form on every API,
+    after an implicit session had been opened, or a named session changed."""
+    model, sid = named
+    for explicit in (True, False):
+        path, body, headers = step(api, None, [f"a log line \ud800 {stream} {explicit}"], model, stream=stream)
+        assert check(arc_server, path, body, {**headers, "X-ARC-Session": sid} if explicit else headers, sid) == 400
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_tool_inputs_key_that_is_not_utf8_is_a_400_in_the_apis_form_and_stores_nothing(arc_server, named, stream):
+    """Seed 18's body: the lone surrogate is a key of an earlier ``tool_use`` input. vLLM's
+    converter escapes it in the call's JSON arguments, and the chat template writes it again
+    unescaped once the arguments are parsed, so only the rendered text cannot be tokenized."""
+    model, sid = named
+    for explicit in (True, False):
+        path, body, headers = step("messages", None, [f"a.py\nb.py {stream} {explicit}"], model, stream=stream)
+        for message in body["messages"]:
+            for block in message["content"] if isinstance(message["content"], list) else []:
+                if block.get("type") == "tool_use":
+                    block["input"]["\ud800"] = None
+        assert check(arc_server, path, body, {**headers, "X-ARC-Session": sid} if explicit else headers, sid) == 400
 
 
 @pytest.mark.parametrize("api", ["chat", "messages", "responses"])

@@ -6,7 +6,9 @@ request model (``ChatCompletionRequest``). Built once per API server, in the plu
     engine.request(fields)          vLLM's request model of a chat body's fields, its errors a
                                     ``SessionError`` (400) naming each field as the client does
     engine.check(body, first_new)   the same over a body whose first ``first_new`` messages were
-                                    checked before, and the sampling parameters vLLM would make
+                                    checked before, and the sampling parameters vLLM would make;
+                                    text the tokenizer cannot take (a lone surrogate, also one
+                                    the template writes out of a tool call's arguments) is a 400
     tools_of(request)               its tools as vLLM hands them to the chat template
     await engine.create(request, raw_request)   the chat handler's answer (or event generator)
     await engine.refused_model(model)   vLLM's own 404 for a model it does not serve, or None
@@ -49,6 +51,15 @@ class ChatEngine:
         from vllm.exceptions import VLLMClientError
 
         request = self.request(fields, first_new)
+        # Text the tokenizer cannot take (a lone surrogate: JSON may carry one, Python keeps it)
+        # is refused here, as vLLM refuses it, before the session takes anything in: found as a
+        # TypeError while archiving, it once left an implicit session behind and a named one changed.
+        where = not_text_at({"messages": as_rendered(fields.get("messages")), "tools": fields.get("tools")})
+        if where is not None:
+            index = where.find("]")
+            if where.startswith("messages[") and index > 0:  # numbered as the client numbers them
+                where = f"messages[{int(where[9:index]) + first_new}{where[index:]}"
+            raise SessionError(f"{where}: not valid text (a lone surrogate); text must be encodable as UTF-8")
         try:  # the room vLLM would grant is not known yet: the asked (0 is refused here), or any
             request.to_sampling_params(asked if asked is not None else 2 ** 20, getattr(self.serving, "default_sampling_params", None) or {})
         except (ValueError, TypeError, VLLMClientError) as error:
@@ -87,3 +98,52 @@ def tools_of(request) -> list[dict] | None:
     prompt the engine gets (None: no tools)."""
     return [tool.model_dump() for tool in request.tools] if request.tools else None
 
+
+def as_rendered(messages):
+    """``messages`` as the chat template sees them: vLLM parses each tool call's ``arguments``
+    into an object, which the template writes without escaping (transformers' ``tojson``), so a
+    lone surrogate escaped in the JSON text (``"\\ud800"``) reaches the tokenizer all the same."""
+    import json
+
+    if not isinstance(messages, list):
+        return messages
+    rendered = []
+    for message in messages:
+        calls = message.get("tool_calls") if isinstance(message, dict) else None
+        if isinstance(calls, list):
+            parsed_calls = []
+            for call in calls:
+                function = call.get("function") if isinstance(call, dict) else None
+                arguments = function.get("arguments") if isinstance(function, dict) else None
+                if isinstance(arguments, str):
+                    try:
+                        call = dict(call, function=dict(function, arguments=json.loads(arguments)))
+                    except ValueError:  # not JSON: the template writes the text as it is
+                        pass
+                parsed_calls.append(call)
+            message = dict(message, tool_calls=parsed_calls)
+        rendered.append(message)
+    return rendered
+
+
+def not_text_at(value, path: str = "") -> str | None:
+    """Where in ``value`` (objects, lists, strings; keys too) a string cannot be written as
+    UTF-8, as ``messages[1].content``; None where all can (one C-speed dump answers that)."""
+    import json
+
+    try:
+        json.dumps(value, ensure_ascii=False).encode("utf-8")
+        return None
+    except UnicodeEncodeError:
+        pass
+    if isinstance(value, str):
+        return path or "body"
+    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+    for key, item in items:
+        if isinstance(key, str) and not_text_at(key) is not None:
+            return f"{path or 'body'} (one of its keys)"  # never the key itself: it cannot be written
+        place = f"{path}[{key}]" if isinstance(key, int) else (f"{path}.{key}" if path else str(key))
+        found = not_text_at(item, place)
+        if found is not None:
+            return found
+    return path or "body"
