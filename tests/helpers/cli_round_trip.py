@@ -137,8 +137,8 @@ def paste(number: int) -> str:
 
 
 def human_runs(cli: str, server: Server, folder: Path, env: dict, provider: str) -> dict:
-    base = server.base
     """One CLI in a conversation of its own, the user writing again and again (``--humans``)."""
+    base = server.base
     prompts = [PROMPT, SECOND, paste(1), paste(2), "Go on."]
     home, work = folder / f"{cli}-home", folder / f"{cli}-work"
     home.mkdir(exist_ok=True)

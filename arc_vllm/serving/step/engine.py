@@ -21,6 +21,8 @@ tests use it that way (``tests/test_serving_chat.py`` runs steps over one with a
 
 from __future__ import annotations
 
+import json
+
 from arc_vllm.serving.errors import EngineError, SessionError, parsed
 
 
@@ -54,11 +56,11 @@ class ChatEngine:
         # Text the tokenizer cannot take (a lone surrogate: JSON may carry one, Python keeps it)
         # is refused here, as vLLM refuses it, before the session takes anything in: found as a
         # TypeError while archiving, it once left an implicit session behind and a named one changed.
-        where = not_text_at({"messages": as_rendered(fields.get("messages")), "tools": fields.get("tools")})
+        places = [(f"messages[{first_new + index}]", message)  # numbered as the client numbers them
+                  for index, message in enumerate(as_rendered(fields.get("messages")) or [])]
+        where = next((where for path, value in places + [("tools", fields.get("tools"))]
+                      if (where := not_text_at(value, path)) is not None), None)
         if where is not None:
-            index = where.find("]")
-            if where.startswith("messages[") and index > 0:  # numbered as the client numbers them
-                where = f"messages[{int(where[9:index]) + first_new}{where[index:]}"
             raise SessionError(f"{where}: not valid text (a lone surrogate); text must be encodable as UTF-8")
         try:  # the room vLLM would grant is not known yet: the asked (0 is refused here), or any
             request.to_sampling_params(asked if asked is not None else 2 ** 20, getattr(self.serving, "default_sampling_params", None) or {})
@@ -103,8 +105,6 @@ def as_rendered(messages):
     """``messages`` as the chat template sees them: vLLM parses each tool call's ``arguments``
     into an object, which the template writes without escaping (transformers' ``tojson``), so a
     lone surrogate escaped in the JSON text (``"\\ud800"``) reaches the tokenizer all the same."""
-    import json
-
     if not isinstance(messages, list):
         return messages
     rendered = []
@@ -129,8 +129,6 @@ def as_rendered(messages):
 def not_text_at(value, path: str = "") -> str | None:
     """Where in ``value`` (objects, lists, strings; keys too) a string cannot be written as
     UTF-8, as ``messages[1].content``; None where all can (one C-speed dump answers that)."""
-    import json
-
     try:
         json.dumps(value, ensure_ascii=False).encode("utf-8")
         return None
